@@ -1,0 +1,1 @@
+"""The broker: commit log, produce/consume API, and epoch-based master -> slave replication."""

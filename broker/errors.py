@@ -1,0 +1,33 @@
+"""The broker's exceptions: one small hierarchy, translated at the adapter boundaries.
+
+- `ProtocolError`: a peer sent bytes that break the HA wire format; drop the connection.
+- `StoreError` and its kinds: the commit log or the epoch file refused an operation or found
+  damage. `CorruptLogError` is never raised for a torn tail (that is cut on open and logged); it
+  means valid data follows a damaged record, so repairing it silently would lose messages.
+"""
+
+from __future__ import annotations
+
+
+class BrokerError(Exception):
+    """Base of every error the broker raises on purpose."""
+
+
+class ProtocolError(BrokerError):
+    """Bytes from a peer that are not a valid HA frame. The decoder that raised it is poisoned."""
+
+
+class StoreError(BrokerError):
+    """A storage operation was refused (bad offset, bad argument) or failed."""
+
+
+class InvalidRecordError(StoreError):
+    """A record, or raw replicated data, that breaks the record format or the configured limits."""
+
+
+class CorruptLogError(StoreError):
+    """Damage in the commit log that cannot be cut away without losing valid records after it."""
+
+
+class EpochFileError(StoreError):
+    """Neither the epoch file nor its `.bak` copy could be read."""

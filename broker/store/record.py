@@ -1,0 +1,356 @@
+"""Commit-log record format: one message, or one consumer-group offset, per record.
+
+Every item in the commit log starts with the same 12-byte frame header; integers are big-endian::
+
+    offset size  field
+         0    4  magic          u32  0x42474C31 ("BGL1") record | 0x42474C30 ("BGL0") blank
+         4    4  total_length   i32  bytes of the whole item, this header included
+         8    4  crc32          u32  zlib CRC-32 of bytes [12, total_length): all after this field
+
+A *record* (magic "BGL1") continues with CRC-covered fields; its length is exactly the sum::
+
+        12    1  kind           u8   1 = MESSAGE, 2 = CONSUMER_OFFSET
+        13    1  flags          u8   reserved, written 0, kept as read
+        14    4  queue_id       i32  >= 0
+        18    8  producer_id    i64  idempotent producer id, -1 = none
+        26    8  producer_seq   i64  its sequence number, -1 = none (both -1 or both >= 0)
+        34    8  born_ts_ms     i64  >= 0, producer's clock
+        42    8  store_ts_ms    i64  >= 0, master's clock at append
+        50    1  topic_len      u8   1..127
+        51    2  props_len      u16  0..32768
+        53    4  body_len       i32  0..max_body (default 4 MiB)
+        57    t  topic          utf-8
+      57+t    p  properties     utf-8 JSON object of string -> string, sorted keys; empty = none
+    57+t+p    b  body           opaque bytes
+
+CONSUMER_OFFSET records store consumer-group progress *through* the log, so it replicates and
+truncates with the messages (DESIGN §4, #4771): topic and queue_id are the consumed queue, the
+producer fields are -1, properties are empty, and the body is `offset:i64 (>=0) ‖ group utf-8
+(1..255 bytes)`.
+
+A *blank* (magic "BGL0") pads the rest of a segment so that records never span segments: its
+bytes after the header are zero and CRC-covered like a record's. It is at least 12 bytes long.
+
+`decode_record` tells apart a tail that is merely incomplete (`Torn`: the bytes so far are a
+plausible prefix) from damage (`Corrupt`: bad magic, impossible length, CRC mismatch, or fields
+that contradict the layout); the commit log cuts the first and refuses to hide the second.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import struct
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, NamedTuple
+
+from brokergroup.broker.errors import InvalidRecordError
+
+MAGIC: Final = 0x42474C31
+BLANK_MAGIC: Final = 0x42474C30
+_MAGIC_BYTES: Final = MAGIC.to_bytes(4, "big")
+_BLANK_MAGIC_BYTES: Final = BLANK_MAGIC.to_bytes(4, "big")
+MAX_TOPIC_BYTES: Final = 127
+MAX_PROPERTIES_BYTES: Final = 32 * 1024
+MAX_GROUP_BYTES: Final = 255
+DEFAULT_MAX_BODY: Final = 4 * 1024 * 1024
+_INT32_MAX: Final = 2**31 - 1
+_INT64_MAX: Final = 2**63 - 1
+
+_FRAME = struct.Struct(
+    ">I"  # magic
+    "i"  # total_length
+    "I"  # crc32 of bytes [12, total_length)
+)
+_FIELDS = struct.Struct(
+    ">B"  # kind
+    "B"  # flags
+    "i"  # queue_id
+    "q"  # producer_id
+    "q"  # producer_seq
+    "q"  # born_ts_ms
+    "q"  # store_ts_ms
+    "B"  # topic_len
+    "H"  # props_len
+    "i"  # body_len
+)
+_OFFSET = struct.Struct(">q")  # consumer offset at the start of a CONSUMER_OFFSET body
+FRAME_HEADER_SIZE: Final = _FRAME.size  # 12
+RECORD_HEADER_SIZE: Final = _FRAME.size + _FIELDS.size  # 57
+BLANK_MIN_SIZE: Final = _FRAME.size
+
+
+class RecordKind(enum.IntEnum):
+    MESSAGE = 1
+    CONSUMER_OFFSET = 2
+
+
+def max_record_size(max_body: int = DEFAULT_MAX_BODY) -> int:
+    return RECORD_HEADER_SIZE + MAX_TOPIC_BYTES + MAX_PROPERTIES_BYTES + max_body
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DecodedRecord:
+    offset: int
+    """Where the record starts in the buffer (or log) it was decoded from."""
+    size: int
+    kind: RecordKind
+    flags: int
+    topic: str
+    queue_id: int
+    producer_id: int
+    producer_seq: int
+    born_timestamp_ms: int
+    store_timestamp_ms: int
+    properties: Mapping[str, str]
+    body: bytes
+
+    def consumer_offset(self) -> ConsumerOffset | None:
+        """The committed offset this record stores, for a CONSUMER_OFFSET record."""
+        if self.kind != RecordKind.CONSUMER_OFFSET:
+            return None
+        (offset,) = _OFFSET.unpack_from(self.body)
+        group = self.body[_OFFSET.size :].decode()
+        return ConsumerOffset(group=group, topic=self.topic, queue_id=self.queue_id, offset=offset)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerOffset:
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A well-framed item whose CRC matches (`scan_record`): a record, or a blank if `blank`."""
+
+    offset: int
+    size: int
+    blank: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Blank:
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Torn:
+    """The bytes end inside a plausible item; `size` is its declared length when known."""
+
+    offset: int
+    size: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Corrupt:
+    offset: int
+    reason: str
+
+
+# ---- encoding ---------------------------------------------------------------------------------
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise InvalidRecordError(message)
+
+
+def _frame(magic: int, covered: bytes) -> bytes:
+    return _FRAME.pack(magic, _FRAME.size + len(covered), zlib.crc32(covered)) + covered
+
+
+def encode_record(
+    *,
+    topic: str,
+    queue_id: int,
+    body: bytes,
+    born_timestamp_ms: int,
+    store_timestamp_ms: int,
+    properties: Mapping[str, str] | None = None,
+    producer_id: int = -1,
+    producer_seq: int = -1,
+    kind: RecordKind = RecordKind.MESSAGE,
+    max_body: int = DEFAULT_MAX_BODY,
+) -> bytes:
+    """One record's bytes. Raises `InvalidRecordError` naming the field that breaks a limit."""
+    topic_bytes = topic.encode()
+    props_bytes = b""
+    if properties:
+        props = json.dumps(dict(properties), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        props_bytes = props.encode()
+    _require(1 <= len(topic_bytes) <= MAX_TOPIC_BYTES, f"topic of {len(topic_bytes)} bytes, need 1..127")
+    _require(0 <= queue_id <= _INT32_MAX, f"queue_id={queue_id} out of range")
+    ids_ok = producer_id == producer_seq == -1 or (producer_id >= 0 and producer_seq >= 0)
+    _require(ids_ok, f"producer_id={producer_id}, producer_seq={producer_seq}: both -1 or both >= 0")
+    _require(max(producer_id, producer_seq) <= _INT64_MAX, "producer_id/producer_seq out of range")
+    for name, ts in (("born_timestamp_ms", born_timestamp_ms), ("store_timestamp_ms", store_timestamp_ms)):
+        _require(0 <= ts <= _INT64_MAX, f"{name}={ts} out of range")
+    _require(len(props_bytes) <= MAX_PROPERTIES_BYTES, f"properties of {len(props_bytes)} bytes > 32 KiB")
+    _require(len(body) <= max_body, f"body of {len(body)} bytes > max_body={max_body}")
+    fields = _FIELDS.pack(
+        kind,
+        0,
+        queue_id,
+        producer_id,
+        producer_seq,
+        born_timestamp_ms,
+        store_timestamp_ms,
+        len(topic_bytes),
+        len(props_bytes),
+        len(body),
+    )
+    return _frame(MAGIC, fields + topic_bytes + props_bytes + body)
+
+
+def encode_consumer_offset(*, group: str, topic: str, queue_id: int, offset: int, timestamp_ms: int) -> bytes:
+    """A CONSUMER_OFFSET record: `group` has consumed `topic`/`queue_id` up to `offset`."""
+    group_bytes = group.encode()
+    _require(1 <= len(group_bytes) <= MAX_GROUP_BYTES, f"group of {len(group_bytes)} bytes, need 1..255")
+    _require(0 <= offset <= _INT64_MAX, f"offset={offset} out of range")
+    return encode_record(
+        kind=RecordKind.CONSUMER_OFFSET,
+        topic=topic,
+        queue_id=queue_id,
+        body=_OFFSET.pack(offset) + group_bytes,
+        born_timestamp_ms=timestamp_ms,
+        store_timestamp_ms=timestamp_ms,
+    )
+
+
+def encode_blank(size: int) -> bytes:
+    """A blank of exactly `size` bytes (>= 12) that pads a segment to its end."""
+    _require(BLANK_MIN_SIZE <= size <= _INT32_MAX, f"blank size={size} out of range")
+    return _frame(BLANK_MAGIC, bytes(size - _FRAME.size))
+
+
+# ---- decoding ---------------------------------------------------------------------------------
+
+Buffer = bytes | bytearray | memoryview
+
+
+def scan_record(buf: Buffer, offset: int = 0, *, max_body: int = DEFAULT_MAX_BODY) -> Span | Torn | Corrupt:
+    """Check the frame at `offset`: magic, a possible length, the CRC. Fields are not parsed."""
+    if not 0 <= offset <= len(buf):
+        raise ValueError(f"offset={offset} outside a buffer of {len(buf)} bytes")
+    view = memoryview(buf)[offset:]
+    available = len(view)
+    magic = bytes(view[:4])
+    if not (_MAGIC_BYTES.startswith(magic) or _BLANK_MAGIC_BYTES.startswith(magic)):
+        return Corrupt(offset, f"bad magic 0x{magic.hex()}")
+    if available < _FRAME.size:
+        return Torn(offset, None)
+    _, length, crc = _FRAME.unpack_from(view)
+    blank = magic == _BLANK_MAGIC_BYTES
+    low = BLANK_MIN_SIZE if blank else RECORD_HEADER_SIZE + 1
+    high = max_record_size(max_body) + (BLANK_MIN_SIZE if blank else 0)
+    if not low <= length <= high:
+        return Corrupt(offset, f"total_length={length} outside [{low}, {high}]")
+    if available < length:
+        return Torn(offset, length)
+    if zlib.crc32(view[_FRAME.size : length]) != crc:
+        return Corrupt(offset, "crc32 mismatch")
+    return Span(offset, length, blank)
+
+
+def decode_record(
+    buf: Buffer, offset: int = 0, *, max_body: int = DEFAULT_MAX_BODY
+) -> DecodedRecord | Blank | Torn | Corrupt:
+    """Decode the item at `offset`; never raises for any bytes (only for an offset outside `buf`)."""
+    span = scan_record(buf, offset, max_body=max_body)
+    if not isinstance(span, Span):
+        return span
+    if span.blank:
+        return Blank(offset, span.size)
+    view = memoryview(buf)[offset : offset + span.size]
+    f = _Fields._make(_FIELDS.unpack_from(view, _FRAME.size))
+    problem = _field_problem(f, max_body)
+    if problem is None and RECORD_HEADER_SIZE + f.topic_len + f.props_len + f.body_len != span.size:
+        problem = (
+            f"field lengths {f.topic_len}+{f.props_len}+{f.body_len} disagree with total_length={span.size}"
+        )
+    if problem is not None:
+        return Corrupt(offset, problem)
+    props_start = RECORD_HEADER_SIZE + f.topic_len
+    body_start = props_start + f.props_len
+    try:
+        topic = bytes(view[RECORD_HEADER_SIZE:props_start]).decode()
+        properties = _parse_properties(bytes(view[props_start:body_start]).decode())
+    except UnicodeDecodeError:
+        return Corrupt(offset, "topic or properties are not utf-8")
+    if properties is None:
+        return Corrupt(offset, "properties are not a JSON object of strings")
+    body = bytes(view[body_start:])
+    if f.kind == RecordKind.CONSUMER_OFFSET and not _valid_offset_body(body):
+        return Corrupt(offset, "CONSUMER_OFFSET body is not offset:i64 (>=0) + group (1..255 utf-8 bytes)")
+    return DecodedRecord(
+        offset=offset,
+        size=span.size,
+        kind=RecordKind(f.kind),
+        flags=f.flags,
+        topic=topic,
+        queue_id=f.queue_id,
+        producer_id=f.producer_id,
+        producer_seq=f.producer_seq,
+        born_timestamp_ms=f.born_ts_ms,
+        store_timestamp_ms=f.store_ts_ms,
+        properties=properties,
+        body=body,
+    )
+
+
+class _Fields(NamedTuple):
+    kind: int
+    flags: int
+    queue_id: int
+    producer_id: int
+    producer_seq: int
+    born_ts_ms: int
+    store_ts_ms: int
+    topic_len: int
+    props_len: int
+    body_len: int
+
+
+def _field_problem(f: _Fields, max_body: int) -> str | None:
+    checks = (
+        (f.kind in (RecordKind.MESSAGE, RecordKind.CONSUMER_OFFSET), f"kind={f.kind}"),
+        (f.queue_id >= 0, f"queue_id={f.queue_id}"),
+        (
+            f.producer_id == f.producer_seq == -1 or (f.producer_id >= 0 and f.producer_seq >= 0),
+            f"producer_id={f.producer_id}, producer_seq={f.producer_seq}",
+        ),
+        (f.born_ts_ms >= 0 and f.store_ts_ms >= 0, f"timestamps {f.born_ts_ms}, {f.store_ts_ms}"),
+        (1 <= f.topic_len <= MAX_TOPIC_BYTES, f"topic_len={f.topic_len}"),
+        (f.props_len <= MAX_PROPERTIES_BYTES, f"props_len={f.props_len}"),
+        (0 <= f.body_len <= max_body, f"body_len={f.body_len}"),
+    )
+    return next((f"invalid field {what}" for ok, what in checks if not ok), None)
+
+
+def _parse_properties(text: str) -> dict[str, str] | None:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        return None
+    return value
+
+
+def _valid_offset_body(body: bytes) -> bool:
+    if not _OFFSET.size < len(body) <= _OFFSET.size + MAX_GROUP_BYTES:
+        return False
+    try:
+        body[_OFFSET.size :].decode()
+    except UnicodeDecodeError:
+        return False
+    (offset,) = _OFFSET.unpack_from(body)
+    return bool(offset >= 0)

@@ -1,0 +1,14 @@
+"""`brokergroup bench`: benchmarks that print JSON, each with a baseline measured in the same run."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    from brokergroup.bench import controller
+
+    bench: argparse.ArgumentParser = sub.add_parser("bench", help="benchmarks (JSON output)")
+    kinds = bench.add_subparsers(dest="bench_command", metavar="BENCHMARK", required=True)
+    controller.add_parser(kinds)

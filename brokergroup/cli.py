@@ -1,0 +1,41 @@
+"""The `brokergroup` command: one entry point, one subcommand per process or tool (DESIGN §1)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from brokergroup import __version__
+from brokergroup.common.settings import SettingsError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from brokergroup import bench
+    from brokergroup.controller import admin, cmd
+
+    parser = argparse.ArgumentParser(prog="brokergroup", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"brokergroup {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    cmd.add_parser(sub)
+    admin.add_parser(sub)
+    bench.add_parser(sub)
+    from brokergroup import demo
+
+    demo.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except SettingsError as exc:
+        print(f"brokergroup {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Small shared pieces: settings loading, logging, process helpers."""

@@ -1,0 +1,157 @@
+"""A controller group as local processes: start, kill -9, SIGSTOP, restart, find the leader.
+
+Used by `brokergroup demo`, `brokergroup bench controller` and the integration tests, so all
+three exercise the same real processes: `python -m brokergroup.cli controller ...`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from brokergroup.controller.client import ControllerClient
+from brokergroup.controller.codes import ControllerError
+from brokergroup.local.ports import free_ports
+
+
+@dataclasses.dataclass
+class ControllerProcess:
+    node_id: str
+    raft: str
+    api: str
+    data_dir: Path
+    log_path: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+class ControllerGroup:
+    def __init__(
+        self,
+        base_dir: Path,
+        *,
+        size: int = 3,
+        password: str | None = None,
+        admin_token: str | None = None,
+        extra_args: list[str] | None = None,
+        host: str = "127.0.0.1",
+    ) -> None:
+        self.base_dir = base_dir
+        self.password = password or secrets.token_urlsafe(24)
+        self.admin_token = admin_token
+        self.extra_args = extra_args or []
+        ports = free_ports(2 * size, host)
+        self.nodes = [
+            ControllerProcess(
+                node_id=f"n{i}",
+                raft=f"{host}:{ports[2 * i]}",
+                api=f"{host}:{ports[2 * i + 1]}",
+                data_dir=base_dir / f"n{i}",
+                log_path=base_dir / f"n{i}.log",
+            )
+            for i in range(size)
+        ]
+
+    @property
+    def peers(self) -> str:
+        return ";".join(f"{n.node_id}={n.raft},{n.api}" for n in self.nodes)
+
+    @property
+    def api_addresses(self) -> list[str]:
+        return [n.api for n in self.nodes]
+
+    def command(self, node: ControllerProcess) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "brokergroup.cli",
+            "controller",
+            "--node-id",
+            node.node_id,
+            "--peers",
+            self.peers,
+            "--data-dir",
+            str(node.data_dir),
+            "--api-host",
+            node.api.rsplit(":", 1)[0],
+            "--api-port",
+            node.api.rsplit(":", 1)[1],
+            *self.extra_args,
+        ]
+
+    def start(self, index: int) -> None:
+        node = self.nodes[index]
+        if node.running:
+            return
+        node.data_dir.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "BG_CONTROLLER_RAFT__PASSWORD": self.password}
+        if self.admin_token:
+            env["BG_CONTROLLER_API__ADMIN_TOKEN"] = self.admin_token
+        log = node.log_path.open("ab")
+        node.proc = subprocess.Popen(self.command(node), stdout=log, stderr=subprocess.STDOUT, env=env)
+        log.close()
+
+    def start_all(self) -> None:
+        for i in range(len(self.nodes)):
+            self.start(i)
+
+    def signal(self, index: int, sig: signal.Signals) -> None:
+        node = self.nodes[index]
+        if node.proc is not None and node.proc.poll() is None:
+            node.proc.send_signal(sig)
+            if sig in (signal.SIGKILL, signal.SIGTERM):
+                node.proc.wait(timeout=30)
+
+    def kill(self, index: int) -> None:
+        self.signal(index, signal.SIGKILL)
+
+    def stop_all(self) -> None:
+        for node in self.nodes:
+            if node.proc is not None and node.proc.poll() is None:
+                node.proc.send_signal(signal.SIGCONT)
+                node.proc.terminate()
+        for node in self.nodes:
+            if node.proc is not None:
+                try:
+                    node.proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    node.proc.kill()
+                    node.proc.wait()
+
+    def client(self, **kwargs: object) -> ControllerClient:
+        return ControllerClient(self.api_addresses, token=self.admin_token, **kwargs)  # type: ignore[arg-type]
+
+    async def leader(self, *, timeout: float = 30.0, exclude: set[int] | None = None) -> int:
+        """Index of the node serving as leader, once one does; polls each running node's status."""
+        deadline = time.monotonic() + timeout
+        async with self.client(timeout=2.0) as client:
+            while time.monotonic() < deadline:
+                for i, node in enumerate(self.nodes):
+                    if not node.running or (exclude and i in exclude):
+                        continue
+                    try:
+                        status = await client.status(address=node.api)
+                    except ControllerError:
+                        continue
+                    if status.get("serving"):
+                        return i
+                await asyncio.sleep(0.05)
+        logs = "\n".join(f"--- {n.node_id}\n{tail(n.log_path)}" for n in self.nodes)
+        raise TimeoutError(f"no controller leader within {timeout} s\n{logs}")
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log)"

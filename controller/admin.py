@@ -1,0 +1,189 @@
+"""`brokergroup admin`: mqadmin's controller commands, with mqadmin's options.
+
+Each command prints a readable table, or JSON with `--json`. The admin token comes from
+`--token` or `BG_ADMIN_TOKEN`. `-a` takes one controller address or several separated by
+`;`; any node answers because followers forward to the leader.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from brokergroup.controller import protocol
+from brokergroup.controller.client import ControllerClient
+from brokergroup.controller.codes import ControllerError, ResponseCode
+
+Command = Callable[[argparse.Namespace, ControllerClient], Awaitable[Any]]
+
+
+def _addresses(text: str) -> list[str]:
+    addresses = [a.strip() for a in text.split(";") if a.strip()]
+    if not addresses:
+        raise ValueError("-a needs at least one controller address host:port")
+    return addresses
+
+
+def add_parser(sub: Any) -> None:
+    admin = sub.add_parser("admin", help="controller admin commands (mqadmin's controller commands)")
+    cmds = admin.add_subparsers(dest="admin_command", metavar="ADMIN_COMMAND", required=True)
+
+    def command(name: str, help_text: str, fn: Command) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = cmds.add_parser(name, help=help_text, description=help_text)
+        p.add_argument(
+            "-a",
+            "--controller-address",
+            dest="address",
+            required=True,
+            help="controller address(es) host:port, ';'-separated",
+        )
+        p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+        p.add_argument("--token", default=os.environ.get("BG_ADMIN_TOKEN"), help="admin token (env BG_ADMIN_TOKEN)")
+        p.set_defaults(func=run, admin_fn=fn)
+        return p
+
+    command("get-controller-metadata", "show the controller group, its leader and peers", get_metadata)
+    p = command("get-sync-state-set", "show master, epochs and sync-state-set of broker sets", get_sync_state_set)
+    p.add_argument("-b", "--broker-name", dest="broker_name", help="broker set name(s), ','-separated")
+    p.add_argument("-c", "--cluster-name", dest="cluster_name", help="every broker set of this cluster")
+    p.add_argument("-i", "--interval", type=float, help="repeat every N seconds until interrupted")
+    p = command("elect-master", "elect a designated broker as master (admin-triggered)", elect_master)
+    p.add_argument("-b", "--broker-id", dest="broker_id", type=int, required=True, help="broker id to elect")
+    p.add_argument("-bn", "--broker-name", dest="broker_name", required=True, help="broker set name")
+    p.add_argument("-c", "--cluster-name", dest="cluster_name", required=True, help="cluster name")
+    p = command("clean-broker-metadata", "remove broker ids (or a whole set) from the controller", clean_metadata)
+    p.add_argument("-bn", "--broker-name", dest="broker_name", required=True, help="broker set name")
+    p.add_argument("-b", "--broker-ids", dest="broker_ids", help="broker ids to clean, ';'-separated: '1;2'")
+    p.add_argument("-c", "--cluster-name", dest="cluster_name", help="cluster name (required unless -l)")
+    p.add_argument(
+        "-l",
+        "--clean-living-broker",
+        dest="clean_living",
+        action="store_true",
+        help="also clean living brokers (ignores -b: the whole set is removed)",
+    )
+    command("get-controller-config", "show each node's config", get_config)
+    p = command("update-controller-config", "change one config key on each node", update_config)
+    p.add_argument("-k", "--key", required=True, help="config key, e.g. enableElectUncleanMaster")
+    p.add_argument("-v", "--value", required=True, help="new value")
+
+
+def run(args: argparse.Namespace) -> int:
+    console = Console()
+    try:
+        addresses = _addresses(args.address)
+    except ValueError as exc:
+        print(f"brokergroup admin: {exc}", file=sys.stderr)
+        return 2
+    if args.admin_command == "clean-broker-metadata" and not args.clean_living and not args.cluster_name:
+        print(
+            "brokergroup admin clean-broker-metadata: -c/--cluster-name is required unless -l is given",
+            file=sys.stderr,
+        )
+        return 2
+
+    async def go() -> Any:
+        async with ControllerClient(addresses, token=args.token) as client:
+            return await args.admin_fn(args, client)
+
+    try:
+        while True:
+            result = asyncio.run(go())
+            if args.json:
+                print(json.dumps(result, indent=2, sort_keys=True))
+            else:
+                render(console, args.admin_command, result)
+            interval = getattr(args, "interval", None)
+            if not interval:
+                return 0
+            asyncio.run(asyncio.sleep(interval))
+    except ControllerError as exc:
+        print(
+            f"brokergroup admin {args.admin_command}: command failed: {exc.code.name} ({int(exc.code)}): {exc.remark}",
+            file=sys.stderr,
+        )
+        return 1
+
+
+async def get_metadata(_args: argparse.Namespace, client: ControllerClient) -> Any:
+    return (await client.metadata(address=client.addresses[0])).wire()
+
+
+async def get_sync_state_set(args: argparse.Namespace, client: ControllerClient) -> Any:
+    names = [n for n in (args.broker_name or "").split(",") if n]
+    if args.cluster_name:
+        state = await client.state(address=client.addresses[0])
+        names += [n for n, s in state["state"]["syncStateInfo"].items() if s["clusterName"] == args.cluster_name]
+    if not names:
+        raise ControllerError(ResponseCode.CONTROLLER_INVALID_REQUEST, "give -b broker names or -c a cluster name")
+    return (await client.sync_state_data(sorted(set(names)))).wire()
+
+
+async def elect_master(args: argparse.Namespace, client: ControllerClient) -> Any:
+    req = protocol.ElectMasterRequest(
+        cluster_name=args.cluster_name,
+        broker_name=args.broker_name,
+        broker_id=args.broker_id,
+        designate_elect=True,
+    )
+    return (await client.elect_master(req)).wire()
+
+
+async def clean_metadata(args: argparse.Namespace, client: ControllerClient) -> Any:
+    req = protocol.CleanBrokerDataRequest(
+        cluster_name=args.cluster_name,
+        broker_name=args.broker_name,
+        broker_controller_ids_to_clean=args.broker_ids,
+        is_clean_living_broker=args.clean_living,
+    )
+    await client.clean_broker_data(req)
+    return {"result": f"clear broker {args.broker_name} metadata from controller success!"}
+
+
+async def get_config(_args: argparse.Namespace, client: ControllerClient) -> Any:
+    return {addr: await client.get_config(address=addr) for addr in client.addresses}
+
+
+async def update_config(args: argparse.Namespace, client: ControllerClient) -> Any:
+    return {addr: await client.update_config({args.key: args.value}, address=addr) for addr in client.addresses}
+
+
+def render(console: Console, command: str, result: Any) -> None:
+    if command == "get-sync-state-set":
+        for name, info in sorted(result["replicasInfoTable"].items()):
+            table = Table(
+                title=f"{name}: master {info['masterBrokerId']} @ {info['masterAddress']}, "
+                f"masterEpoch {info['masterEpoch']}, syncStateSetEpoch {info['syncStateSetEpoch']}"
+            )
+            for col in ("brokerId", "address", "inSync", "alive"):
+                table.add_column(col)
+            for key, in_sync in (("inSyncReplicas", True), ("notInSyncReplicas", False)):
+                for r in info[key]:
+                    table.add_row(str(r["brokerId"]), str(r["brokerAddress"]), str(in_sync), str(r["alive"]))
+            console.print(table)
+        return
+    if command in ("get-controller-config", "update-controller-config"):
+        for addr, config in result.items():
+            table = Table(title=addr)
+            table.add_column("key")
+            table.add_column("value")
+            for key, value in sorted(config.items()):
+                table.add_row(key, str(value))
+            console.print(table)
+        return
+    table = Table(show_header=False)
+    for key, value in result.items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k}={v}" for k, v in value.items())
+        elif isinstance(value, list):
+            value = ", ".join(map(str, value))
+        table.add_row(key, str(value))
+    console.print(table)

@@ -1,0 +1,386 @@
+"""The controller's HTTP API (DESIGN §2.1): an aiohttp application factory.
+
+Handlers are thin: parse and validate the body with the `protocol` models, call the service,
+answer JSON. Errors carry RocketMQ's code, name and a remark naming what was wrong.
+Leader-only requests received by a follower are forwarded to the leader once (a forwarded
+request is never forwarded again); `CONTROLLER_NOT_LEADER` is returned only when no leader
+is known. Mutating admin calls check the bearer token.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiohttp
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, ValidationError
+
+from brokergroup.controller import core, protocol
+from brokergroup.controller.codes import ControllerError, ResponseCode, http_status
+from brokergroup.controller.service import ControllerService, result_or_raise
+
+logger = logging.getLogger(__name__)
+
+SERVICE = web.AppKey("service", ControllerService)
+SESSION = web.AppKey("session", aiohttp.ClientSession)
+OPENAPI_PATH = Path(__file__).with_name("openapi.json")
+FORWARDED_HEADER = "X-Brokergroup-Forwarded"
+MAX_BODY = 256 * 1024
+M = TypeVar("M", bound=BaseModel)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def error_response(err: ControllerError, *, status: int | None = None) -> web.Response:
+    return web.json_response(err.to_body(), status=status or http_status(err.code))
+
+
+def explain(exc: ValidationError) -> str:
+    parts = []
+    for item in exc.errors():
+        where = ".".join(str(p) for p in item["loc"]) or "body"
+        value = item.get("input")
+        shown = "" if isinstance(value, dict | list) or item["type"] == "missing" else f" (got {value!r})"
+        parts.append(f"{where}: {item['msg']}{shown}")
+    return "; ".join(parts)
+
+
+async def parse(request: web.Request, model: type[M]) -> M:
+    body = await request.read()
+    if not body:
+        raise ControllerError(
+            ResponseCode.CONTROLLER_INVALID_REQUEST, "request body is empty; a JSON object is required"
+        )
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as exc:
+        raise ControllerError(ResponseCode.CONTROLLER_INVALID_REQUEST, explain(exc)) from exc
+
+
+def check_token(request: web.Request) -> None:
+    token = request.app[SERVICE].settings.api.admin_token
+    if not token:
+        return
+    given = request.headers.get("Authorization", "")
+    if not given.startswith("Bearer ") or not hmac.compare_digest(given[7:].encode(), token.encode()):
+        raise ControllerError(
+            ResponseCode.NO_PERMISSION,
+            "this call needs the admin token: Authorization: Bearer <token>",
+            {"httpStatus": 401},
+        )
+
+
+def ok(model: BaseModel) -> web.Response:
+    return web.json_response(model.model_dump(mode="json", by_alias=True))
+
+
+# ---- middleware --------------------------------------------------------------------------------
+
+
+@web.middleware
+async def errors_and_metrics(request: web.Request, handler: Handler) -> web.StreamResponse:
+    service = request.app[SERVICE]
+    kind = request.match_info.route.name or "unknown"
+    started = time.perf_counter()
+    status = "SUCCESS"
+    try:
+        return await handler(request)
+    except ControllerError as err:
+        status = err.code.name
+        http = err.data.pop("httpStatus", None) if err.data else None
+        return error_response(err, status=http)
+    except web.HTTPRequestEntityTooLarge:
+        status = "CONTROLLER_INVALID_REQUEST"
+        return error_response(
+            ControllerError(ResponseCode.CONTROLLER_INVALID_REQUEST, f"request body exceeds {MAX_BODY} bytes"),
+            status=413,
+        )
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        status = "REQUEST_CODE_NOT_SUPPORTED"
+        code = ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+        return error_response(
+            ControllerError(code, f"{request.method} {request.path}: {exc.reason}"), status=exc.status
+        )
+    finally:
+        service.metrics.requests.labels(kind, status).inc()
+        service.metrics.request_seconds.labels(kind).observe(time.perf_counter() - started)
+
+
+# ---- leader-only plumbing ----------------------------------------------------------------------
+
+
+async def on_leader(request: web.Request, local: Handler) -> web.StreamResponse:
+    """Run `local` on the serving leader, or forward the request to the leader."""
+    service = request.app[SERVICE]
+    if service.serving or await service.wait_serving(2.0):
+        return await local(request)
+    leader_api = service.node.leader_api_address()
+    if leader_api is None or request.headers.get(FORWARDED_HEADER) or leader_api == service.settings.me.api:
+        raise ControllerError(ResponseCode.CONTROLLER_NOT_LEADER, "The controller is not in leader state")
+    headers = {FORWARDED_HEADER: service.settings.node_id, "Content-Type": "application/json"}
+    if "Authorization" in request.headers:
+        headers["Authorization"] = request.headers["Authorization"]
+    session = request.app[SESSION]
+    url = f"http://{leader_api}{request.rel_url}"
+    try:
+        async with session.request(
+            request.method,
+            url,
+            data=await request.read(),
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=service.settings.api.forward_timeout),
+        ) as response:
+            body = await response.read()
+            return web.Response(body=body, status=response.status, content_type="application/json")
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise ControllerError(
+            ResponseCode.CONTROLLER_NOT_LEADER,
+            f"The controller is not in leader state; forwarding to leader {leader_api} failed: {exc}",
+        ) from exc
+
+
+def leader_only(local: Handler) -> Handler:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return await on_leader(request, local)
+
+    return handler
+
+
+# ---- handlers ------------------------------------------------------------------------------------
+
+
+async def next_id(request: web.Request) -> web.Response:
+    req = await parse(request, protocol.NextIdRequest)
+    result = await request.app[SERVICE].read(lambda s, _live: core.next_broker_id(s, req))
+    return ok(result_or_raise(result))
+
+
+async def apply_id(request: web.Request) -> web.Response:
+    req = await parse(request, protocol.ApplyIdRequest)
+    result = await request.app[SERVICE].write("apply-id", lambda s, _live: core.apply_broker_id(s, req))
+    return ok(result_or_raise(result))
+
+
+async def register(request: web.Request) -> web.Response:
+    req = await parse(request, protocol.RegisterRequest)
+    result = await request.app[SERVICE].write("register", lambda s, live: core.register_broker(s, req, live))
+    return ok(result_or_raise(result))
+
+
+async def heartbeat(request: web.Request) -> web.Response:
+    req = await parse(request, protocol.HeartbeatRequest)
+    request.app[SERVICE].on_heartbeat(req)
+    return web.json_response({})
+
+
+async def heartbeat_stream(request: web.Request) -> web.WebSocketResponse:
+    """A persistent heartbeat channel: JSON heartbeats in; closing it marks the broker inactive."""
+    service = request.app[SERVICE]
+    ws = web.WebSocketResponse(heartbeat=10.0, max_msg_size=64 * 1024)
+    await ws.prepare(request)
+    service.metrics.heartbeat_streams.inc()
+    try:
+        async for message in ws:
+            if message.type != aiohttp.WSMsgType.TEXT:
+                await ws.send_json({"code": int(ResponseCode.CONTROLLER_INVALID_REQUEST), "remark": "text frames only"})
+                continue
+            try:
+                req = protocol.HeartbeatRequest.model_validate_json(message.data)
+                service.on_heartbeat(req, channel=ws)
+            except ValidationError as exc:
+                err = ControllerError(ResponseCode.CONTROLLER_INVALID_REQUEST, explain(exc))
+                await ws.send_json(err.to_body())
+            except ControllerError as err:
+                await ws.send_json(err.to_body())
+    finally:
+        service.metrics.heartbeat_streams.dec()
+        service.on_channel_closed(ws)
+    return ws
+
+
+async def elect_master(request: web.Request) -> web.Response:
+    req = await parse(request, protocol.ElectMasterRequest)
+    if req.designate_elect:
+        check_token(request)
+    trigger = "admin" if req.designate_elect else "broker"
+    result = await request.app[SERVICE].elect(req, trigger=trigger, reason=trigger)
+    return ok(result_or_raise(result))
+
+
+async def alter_sync_state_set(request: web.Request) -> web.Response:
+    req = await parse(request, protocol.AlterSyncStateSetRequest)
+    result = await request.app[SERVICE].write(
+        "alter-sync-state-set", lambda s, live: core.alter_sync_state_set(s, req, live), reason="broker"
+    )
+    return ok(result_or_raise(result))
+
+
+async def replica_info(request: web.Request) -> web.Response:
+    name = request.query.get("brokerName", "")
+    if not name:
+        raise ControllerError(ResponseCode.CONTROLLER_INVALID_REQUEST, "query parameter brokerName is required")
+    result = await request.app[SERVICE].read(lambda s, _live: core.get_replica_info(s, name))
+    return ok(result_or_raise(result))
+
+
+async def sync_state_data(request: web.Request) -> web.Response:
+    req = await parse(request, protocol.SyncStateDataRequest)
+    result = await request.app[SERVICE].read(lambda s, live: core.get_sync_state_data(s, req, live))
+    return ok(result_or_raise(result))
+
+
+async def clean_broker_data(request: web.Request) -> web.Response:
+    check_token(request)
+    req = await parse(request, protocol.CleanBrokerDataRequest)
+    result = await request.app[SERVICE].write(
+        "clean-broker-data", lambda s, live: core.clean_broker_data(s, req, live), reason="admin"
+    )
+    return ok(result_or_raise(result))
+
+
+async def metadata(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    leader_id = service.node.leader_peer_id()
+    return ok(
+        protocol.MetadataResponse(
+            group=service.settings.group,
+            controller_leader_id=leader_id,
+            controller_leader_address=service.node.leader_api_address(),
+            is_leader=service.serving,
+            peers=[f"{p.id}:{p.api}" for p in service.settings.peers],
+        )
+    )
+
+
+async def get_config(request: web.Request) -> web.Response:
+    return web.json_response(request.app[SERVICE].get_config())
+
+
+async def update_config(request: web.Request) -> web.Response:
+    check_token(request)
+    body = await request.read()
+    try:
+        changes = json.loads(body or b"null")
+    except ValueError as exc:
+        raise ControllerError(ResponseCode.CONTROLLER_INVALID_REQUEST, f"body is not JSON: {exc}") from exc
+    if not isinstance(changes, dict) or not changes:
+        raise ControllerError(
+            ResponseCode.CONTROLLER_INVALID_REQUEST, "body must be a non-empty JSON object of key: value"
+        )
+    return web.json_response(request.app[SERVICE].update_config(changes))
+
+
+def _int_query(request: web.Request, name: str, default: int, *, low: int, high: int) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ControllerError(
+            ResponseCode.CONTROLLER_INVALID_REQUEST, f"{name} must be an integer (got {raw!r})"
+        ) from exc
+    if not low <= value <= high:
+        raise ControllerError(
+            ResponseCode.CONTROLLER_INVALID_REQUEST, f"{name} must be within [{low}, {high}] (got {value})"
+        )
+    return value
+
+
+async def events(request: web.Request) -> web.Response:
+    after = _int_query(request, "after", 0, low=0, high=2**62)
+    wait = _int_query(request, "waitSeconds", 0, low=0, high=60)
+    feed = request.app[SERVICE].feed
+    return web.json_response(await feed.wait(after, timeout=float(wait)))
+
+
+async def status(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    node = service.node
+    version = service.machine.read(lambda _s, v: v)
+    return web.json_response(
+        {
+            "nodeId": service.settings.node_id,
+            "serving": service.serving,
+            "raftLeader": node.is_leader(),
+            "leaderId": node.leader_peer_id(),
+            "term": node.term(),
+            "commitIndex": node.commit_index(),
+            "lastApplied": node.last_applied(),
+            "hasQuorum": node.has_quorum(),
+            "stateVersion": version,
+            "activeBrokers": len(service.liveness().brokers),
+        }
+    )
+
+
+async def state(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    body = service.machine.read(lambda s, v: {"version": v, "state": s.to_dict()})
+    return web.json_response({**body, "lastApplied": service.node.last_applied()})
+
+
+async def openapi(_request: web.Request) -> web.Response:
+    return web.Response(body=OPENAPI_PATH.read_bytes(), content_type="application/json")
+
+
+async def healthz(_request: web.Request) -> web.Response:
+    return web.json_response({"ok": True})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    ready = service.node.leader_peer_id() is not None
+    return web.json_response({"ready": ready, "leader": service.node.leader_peer_id()}, status=200 if ready else 503)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = generate_latest(request.app[SERVICE].metrics.registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+ROUTES: list[tuple[str, str, Handler, str]] = [
+    ("POST", "/v1/broker/next-id", leader_only(next_id), "next-id"),
+    ("POST", "/v1/broker/apply-id", leader_only(apply_id), "apply-id"),
+    ("POST", "/v1/broker/register", leader_only(register), "register"),
+    ("POST", "/v1/broker/heartbeat", heartbeat, "heartbeat"),
+    ("GET", "/v1/broker/heartbeat-stream", heartbeat_stream, "heartbeat-stream"),
+    ("POST", "/v1/elect-master", leader_only(elect_master), "elect-master"),
+    ("POST", "/v1/alter-sync-state-set", leader_only(alter_sync_state_set), "alter-sync-state-set"),
+    ("GET", "/v1/replica-info", leader_only(replica_info), "replica-info"),
+    ("POST", "/v1/sync-state-data", leader_only(sync_state_data), "sync-state-data"),
+    ("GET", "/v1/metadata", metadata, "metadata"),
+    ("POST", "/v1/clean-broker-data", leader_only(clean_broker_data), "clean-broker-data"),
+    ("GET", "/v1/config", get_config, "get-config"),
+    ("POST", "/v1/config", update_config, "update-config"),
+    ("GET", "/v1/events", events, "events"),
+    ("GET", "/v1/status", status, "status"),
+    ("GET", "/v1/state", state, "state"),
+    ("GET", "/v1/openapi.json", openapi, "openapi"),
+    ("GET", "/healthz", healthz, "healthz"),
+    ("GET", "/readyz", readyz, "readyz"),
+    ("GET", "/metrics", metrics, "metrics"),
+]
+
+
+def create_app(service: ControllerService) -> web.Application:
+    app = web.Application(middlewares=[errors_and_metrics], client_max_size=MAX_BODY)
+    app[SERVICE] = service
+
+    async def session_ctx(app: web.Application) -> Any:
+        app[SESSION] = aiohttp.ClientSession()
+        yield
+        await app[SESSION].close()
+
+    app.cleanup_ctx.append(session_ctx)
+    for method, path, handler, name in ROUTES:
+        app.router.add_route(method, path, handler, name=name)
+    return app

@@ -1,0 +1,114 @@
+"""The controller event log on disk, and the in-memory feed behind `GET /v1/events`.
+
+Files: `<data-dir>/events/events-<node>-<seq>.jsonl`, one JSON object per line, a new file
+after `max_bytes`. Raft records are written once per Raft index: after a restart pysyncobj
+re-applies its journal, and records at or below the highest index already on disk are not
+written again. `EventLogWriter.append` is called from pysyncobj's thread (raft records) and
+from the event loop (local records), so it takes a lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import logging
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+class EventLogWriter:
+    def __init__(self, directory: Path, *, node_id: str, max_bytes: int) -> None:
+        self._dir = directory
+        self._node = node_id
+        self._max = max_bytes
+        self._lock = threading.Lock()
+        self._dir.mkdir(parents=True, exist_ok=True)
+        files = self.files()
+        self._seq = int(files[-1].stem.rsplit("-", 1)[1]) if files else 0
+        self.last_index = max((self._max_index(f) for f in files[-2:]), default=0)
+
+    def files(self) -> list[Path]:
+        return sorted(self._dir.glob(f"events-{self._node}-*.jsonl"))
+
+    @staticmethod
+    def _max_index(path: Path) -> int:
+        best = 0
+        with path.open("rb") as f:
+            for line in f:
+                try:
+                    index = json.loads(line).get("index")
+                except ValueError:
+                    continue  # a torn last line after a crash; the record is re-applied and rewritten
+                if isinstance(index, int):
+                    best = max(best, index)
+        return best
+
+    def _current(self) -> Path:
+        path = self._dir / f"events-{self._node}-{self._seq:06d}.jsonl"
+        if path.exists() and path.stat().st_size >= self._max:
+            self._seq += 1
+            path = self._dir / f"events-{self._node}-{self._seq:06d}.jsonl"
+        return path
+
+    def append(self, records: Iterable[dict[str, Any]]) -> None:
+        with self._lock:
+            lines = []
+            newest = self.last_index
+            for record in records:
+                index = record.get("index")
+                if record.get("source") == "raft" and isinstance(index, int):
+                    if index <= self.last_index:
+                        continue  # re-applied from the journal after a restart: already on disk
+                    newest = max(newest, index)
+                lines.append(json.dumps({**record, "node": self._node}, separators=(",", ":")) + "\n")
+            if not lines:
+                return
+            with self._current().open("a", encoding="utf-8") as f:
+                f.writelines(lines)
+            self.last_index = newest
+
+
+class EventFeed:
+    """Recent applied Raft records for long-polling readers (the operator). Loop-only."""
+
+    def __init__(self, *, capacity: int = 20000) -> None:
+        self._records: collections.deque[dict[str, Any]] = collections.deque(maxlen=capacity)
+        self._changed = asyncio.Event()
+        self.last_index = 0
+        self._dropped_before = 0
+        """Every record with an index <= this may be missing from the feed."""
+
+    def publish(self, index: int, records: Iterable[dict[str, Any]]) -> None:
+        for record in records:
+            if len(self._records) == self._records.maxlen:
+                self._dropped_before = int(self._records[0]["index"])
+            self._records.append(record)
+        self.last_index = max(self.last_index, index)
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def note_gap(self, index: int) -> None:
+        """Records up to `index` exist that the feed never saw (a snapshot was loaded)."""
+        self._dropped_before = max(self._dropped_before, index)
+        self.last_index = max(self.last_index, index)
+
+    def read(self, after: int, *, limit: int = 1000) -> dict[str, Any]:
+        events = [r for r in self._records if r["index"] > after][:limit]
+        return {
+            "events": events,
+            "lastIndex": self.last_index,
+            "truncated": after < self._dropped_before,
+        }
+
+    async def wait(self, after: int, *, timeout: float, limit: int = 1000) -> dict[str, Any]:
+        if not any(r["index"] > after for r in self._records) and timeout > 0:
+            waiter = self._changed
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(waiter.wait(), timeout)
+        return self.read(after, limit=limit)

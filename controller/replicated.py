@@ -1,0 +1,203 @@
+"""The pysyncobj adapter: the replicated state machine and the Raft node.
+
+Everything camelCase from pysyncobj is wrapped here once. The replicated method is
+`StateMachine._apply_batch(batch_json)`: it receives a JSON string (so the only thing
+pysyncobj pickles is a `str`), is deterministic (time, ids, term come inside the batch), and
+applies a batch of events computed by the leader (`core`). A batch carries the state version
+it was computed against; a batch computed on a stale state is rejected on every node alike,
+and the leader recomputes. pysyncobj snapshots (`fullDumpFile`) hold the state as JSON too.
+
+Apply runs on pysyncobj's thread. `StateMachine.lock` guards the state; readers on the
+asyncio side take it through `read()`. Apply results reach asyncio only through `bridge`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated
+
+from brokergroup.controller import core, model, records
+from brokergroup.controller.settings import ControllerSettings
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    """Events computed by the leader for one request, with the context every node needs."""
+
+    batch_id: str
+    term: int
+    ts_ms: int
+    leader: str
+    expect_version: int | None
+    """State version the events were computed against; None for a barrier."""
+    events: tuple[model.Event, ...] = ()
+    request: str = ""
+    reason: str | None = None
+
+    def to_json(self) -> str:
+        body = dataclasses.asdict(self)
+        body["events"] = [e.to_dict() for e in self.events]
+        return json.dumps(body, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> Batch:
+        body = json.loads(text)
+        body["events"] = tuple(model.event_from_dict(e) for e in body["events"])
+        return cls(**body)
+
+
+@dataclasses.dataclass(frozen=True)
+class Applied:
+    """What applying one batch did, handed to listeners (event log, feed, waiters)."""
+
+    batch: Batch
+    index: int
+    applied: bool
+    version: int
+    records: tuple[dict[str, Any], ...]
+
+
+class StateMachine(SyncObjConsumer):  # type: ignore[misc]
+    def __init__(self, listener: Callable[[Applied], None]) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+        self._listener = listener
+        # Replicated data (saved in snapshots): the state and its version.
+        self._state = model.ControllerState()
+        self._version = 0
+
+    # -- snapshots: JSON, not pickled objects -------------------------------------------------
+    def _serialize(self) -> dict[str, Any]:
+        with self.lock:
+            return {"json": json.dumps({"state": self._state.to_dict(), "version": self._version})}
+
+    def _deserialize(self, data: dict[str, Any]) -> None:
+        body = json.loads(data["json"])
+        with self.lock:
+            self._state = model.ControllerState.from_dict(body["state"])
+            self._version = int(body["version"])
+
+    # -- reads ----------------------------------------------------------------------------------
+    def read(self, fn: Callable[[model.ControllerState, int], T]) -> T:
+        """Run a pure function over the state and its version under the lock."""
+        with self.lock:
+            return fn(self._state, self._version)
+
+    # -- the replicated method --------------------------------------------------------------------
+    @replicated  # type: ignore[untyped-decorator]
+    def _apply_batch(self, batch_json: str) -> dict[str, Any]:
+        batch = Batch.from_json(batch_json)
+        index = int(self._syncObj.raftLastApplied) + 1
+        out: list[dict[str, Any]] = []
+        with self.lock:
+            applied = batch.expect_version is None or batch.expect_version == self._version
+            if applied:
+                for position, event in enumerate(batch.events):
+                    unclean = records.is_unclean(self._state, event)
+                    core.apply_event(self._state, event)
+                    out.append(
+                        records.raft_record(
+                            event=event,
+                            state_after=self._state,
+                            unclean=unclean,
+                            batch_id=batch.batch_id,
+                            position=position,
+                            ts_ms=batch.ts_ms,
+                            term=batch.term,
+                            index=index,
+                            reason=batch.reason,
+                        )
+                    )
+                if batch.events:
+                    self._version += 1
+            version = self._version
+        try:
+            self._listener(Applied(batch, index, applied, version, tuple(out)))
+        except Exception:
+            logger.exception("apply listener failed for batch %s", batch.batch_id)
+        return {"applied": applied, "version": version, "index": index}
+
+
+def build_conf(settings: ControllerSettings, *, on_state_changed: Callable[[int, int], None]) -> SyncObjConf:
+    raft_dir = settings.data_dir / "raft"
+    raft_dir.mkdir(parents=True, exist_ok=True)
+    me = settings.me
+    host = settings.raft.bind_host or me.raft.rsplit(":", 1)[0]
+    return SyncObjConf(
+        password=settings.raft.password,
+        journalFile=str(raft_dir / "journal"),
+        fullDumpFile=str(raft_dir / "snapshot"),
+        useFork=False,
+        autoTick=True,
+        autoTickPeriod=0.05,
+        appendEntriesUseBatch=False,
+        commandsWaitLeader=False,
+        raftMinTimeout=settings.raft.min_timeout,
+        raftMaxTimeout=settings.raft.max_timeout,
+        appendEntriesPeriod=settings.raft.append_entries_period,
+        connectionTimeout=max(3.5, settings.raft.max_timeout),
+        connectionRetryTime=0.5,
+        leaderFallbackTimeout=max(3.0, settings.raft.max_timeout * 2),
+        bindAddress=f"{host}:{me.raft.rsplit(':', 1)[1]}",
+        onStateChanged=on_state_changed,
+        logCompactionMinEntries=5000,
+        logCompactionMinTime=3600,
+    )
+
+
+class RaftNode(SyncObj):  # type: ignore[misc]
+    """A Raft member holding one `StateMachine`. Wraps pysyncobj's API in PEP 8 names."""
+
+    def __init__(self, settings: ControllerSettings, machine: StateMachine, conf: SyncObjConf) -> None:
+        self._peer_by_raft = {p.raft: p for p in settings.peers}
+        super().__init__(settings.me.raft, [p.raft for p in settings.others], conf, consumers=[machine])
+        self.machine = machine
+
+    def is_leader(self) -> bool:
+        return bool(self._isLeader())
+
+    def leader_raft_address(self) -> str | None:
+        leader = self._getLeader()
+        return None if leader is None else str(leader.address)
+
+    def leader_peer_id(self) -> str | None:
+        address = self.leader_raft_address()
+        peer = self._peer_by_raft.get(address) if address else None
+        return peer.id if peer else None
+
+    def leader_api_address(self) -> str | None:
+        address = self.leader_raft_address()
+        peer = self._peer_by_raft.get(address) if address else None
+        return peer.api if peer else None
+
+    def term(self) -> int:
+        return int(self.raftCurrentTerm)
+
+    def last_applied(self) -> int:
+        return int(self.raftLastApplied)
+
+    def commit_index(self) -> int:
+        return int(self.raftCommitIndex)
+
+    def has_quorum(self) -> bool:
+        return bool(self.hasQuorum)
+
+    def submit(self, batch: Batch, callback: Callable[[Any, int], None]) -> None:
+        self.machine._apply_batch(batch.to_json(), callback=callback)
+
+    def close(self) -> None:
+        self.destroy()
+
+
+def snapshot_path(data_dir: Path) -> Path:
+    return data_dir / "raft" / "snapshot"
