@@ -104,11 +104,14 @@ async def errors_and_metrics(request: web.Request, handler: Handler) -> web.Stre
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        status = "REQUEST_CODE_NOT_SUPPORTED"
-        code = ResponseCode.REQUEST_CODE_NOT_SUPPORTED
-        return error_response(
-            ControllerError(code, f"{request.method} {request.path}: {exc.reason}"), status=exc.status
-        )
+        code = ResponseCode.CONTROLLER_INVALID_REQUEST if exc.status == 400 else ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+        status = code.name
+        detail = exc.reason
+        if exc.text and not exc.text.startswith(f"{exc.status}:"):  # aiohttp's default text repeats the reason
+            detail += ": " + " ".join(exc.text.split())
+        if "Allow" in exc.headers:
+            detail += f" (allowed: {exc.headers['Allow']})"
+        return error_response(ControllerError(code, f"{request.method} {request.path}: {detail}"), status=exc.status)
     finally:
         service.metrics.requests.labels(kind, status).inc()
         service.metrics.request_seconds.labels(kind).observe(time.perf_counter() - started)
@@ -269,7 +272,7 @@ async def update_config(request: web.Request) -> web.Response:
     body = await request.read()
     try:
         changes = json.loads(body or b"null")
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nesting too deep for the json module
         raise ControllerError(ResponseCode.CONTROLLER_INVALID_REQUEST, f"body is not JSON: {exc}") from exc
     if not isinstance(changes, dict) or not changes:
         raise ControllerError(

@@ -74,6 +74,7 @@ __all__ = [
     "get_replica_info",
     "get_sync_state_data",
     "next_broker_id",
+    "parse_broker_ids",
     "register_broker",
     "scan_need_reelect_broker_sets",
 ]

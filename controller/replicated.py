@@ -134,7 +134,7 @@ def build_conf(settings: ControllerSettings, *, on_state_changed: Callable[[int,
     me = settings.me
     host = settings.raft.bind_host or me.raft.rsplit(":", 1)[0]
     return SyncObjConf(
-        password=settings.raft.password,
+        password=settings.raft.password or None,
         journalFile=str(raft_dir / "journal"),
         fullDumpFile=str(raft_dir / "snapshot"),
         useFork=False,

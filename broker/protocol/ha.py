@@ -347,26 +347,20 @@ class MasterFrameDecoder(_Decoder):
             raise ProtocolError(f"master HANDSHAKE: bodySize={body_size} is not a multiple of 12")
         if body_size // EPOCH_START_SIZE > self._max_handshake_entries:
             raise ProtocolError(
-                f"master HANDSHAKE: bodySize={body_size} holds more than "
-                f"{self._max_handshake_entries} epoch entries"
+                f"master HANDSHAKE: bodySize={body_size} holds more than {self._max_handshake_entries} epoch entries"
             )
         if len(self._buf) < MASTER_HANDSHAKE_HEADER_SIZE + body_size:
             return NEED_DATA
         frame = self._take(MASTER_HANDSHAKE_HEADER_SIZE + body_size)
         _, _, max_offset, last_epoch = _MASTER_HANDSHAKE.unpack_from(frame)
         entries = tuple(
-            EpochStart(epoch, start)
-            for epoch, start in _EPOCH_START.iter_unpack(frame[MASTER_HANDSHAKE_HEADER_SIZE:])
+            EpochStart(epoch, start) for epoch, start in _EPOCH_START.iter_unpack(frame[MASTER_HANDSHAKE_HEADER_SIZE:])
         )
-        return MasterHandshake(
-            master_max_phy_offset=max_offset, master_last_epoch=last_epoch, entries=entries
-        )
+        return MasterHandshake(master_max_phy_offset=max_offset, master_last_epoch=last_epoch, entries=entries)
 
     def _transfer(self, body_size: int) -> MasterTransfer | NeedData:
         if body_size > self._max_transfer_body:
-            raise ProtocolError(
-                f"master TRANSFER: bodySize={body_size} exceeds the limit of {self._max_transfer_body}"
-            )
+            raise ProtocolError(f"master TRANSFER: bodySize={body_size} exceeds the limit of {self._max_transfer_body}")
         if len(self._buf) < MASTER_TRANSFER_HEADER_SIZE + body_size:
             return NEED_DATA
         frame = self._take(MASTER_TRANSFER_HEADER_SIZE + body_size)

@@ -62,9 +62,7 @@ class EpochEntry:
         if not 0 <= self.epoch <= _INT32_MAX:
             raise ValueError(f"epoch={self.epoch} must be in [0, {_INT32_MAX}]")
         if not 0 <= self.start_offset <= self.end_offset <= OPEN:
-            raise ValueError(
-                f"need 0 <= start_offset={self.start_offset} <= end_offset={self.end_offset} <= {OPEN}"
-            )
+            raise ValueError(f"need 0 <= start_offset={self.start_offset} <= end_offset={self.end_offset} <= {OPEN}")
 
 
 def _check_order(entries: Sequence[EpochEntry]) -> None:

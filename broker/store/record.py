@@ -76,6 +76,7 @@ _FIELDS = struct.Struct(
     "H"  # props_len
     "i"  # body_len
 )
+_LENGTH = struct.Struct(">i")  # total_length alone, at offset 4 of the frame header
 _OFFSET = struct.Struct(">q")  # consumer offset at the start of a CONSUMER_OFFSET body
 FRAME_HEADER_SIZE: Final = _FRAME.size  # 12
 RECORD_HEADER_SIZE: Final = _FRAME.size + _FIELDS.size  # 57
@@ -258,6 +259,17 @@ def scan_record(buf: Buffer, offset: int = 0, *, max_body: int = DEFAULT_MAX_BOD
     return Span(offset, length, blank)
 
 
+def peek_length(buf: Buffer, offset: int = 0) -> int | Torn | Corrupt:
+    """The declared length of the item at `offset`, checking only its magic (no CRC, no bounds)."""
+    magic = bytes(buf[offset : offset + 4])
+    if not (_MAGIC_BYTES.startswith(magic) or _BLANK_MAGIC_BYTES.startswith(magic)):
+        return Corrupt(offset, f"bad magic 0x{magic.hex()}")
+    if len(buf) - offset < 8:
+        return Torn(offset, None)
+    (length,) = _LENGTH.unpack_from(buf, offset + 4)
+    return int(length) if length >= BLANK_MIN_SIZE else Corrupt(offset, f"total_length={length}")
+
+
 def decode_record(
     buf: Buffer, offset: int = 0, *, max_body: int = DEFAULT_MAX_BODY
 ) -> DecodedRecord | Blank | Torn | Corrupt:
@@ -271,9 +283,7 @@ def decode_record(
     f = _Fields._make(_FIELDS.unpack_from(view, _FRAME.size))
     problem = _field_problem(f, max_body)
     if problem is None and RECORD_HEADER_SIZE + f.topic_len + f.props_len + f.body_len != span.size:
-        problem = (
-            f"field lengths {f.topic_len}+{f.props_len}+{f.body_len} disagree with total_length={span.size}"
-        )
+        problem = f"field lengths {f.topic_len}+{f.props_len}+{f.body_len} disagree with total_length={span.size}"
     if problem is not None:
         return Corrupt(offset, problem)
     props_start = RECORD_HEADER_SIZE + f.topic_len
@@ -354,3 +364,18 @@ def _valid_offset_body(body: bytes) -> bool:
         return False
     (offset,) = _OFFSET.unpack_from(body)
     return bool(offset >= 0)
+
+
+def find_valid_item(buf: Buffer, start: int, *, max_body: int = DEFAULT_MAX_BODY) -> int | None:
+    """Position of the first well-framed item (magic, length, CRC) at or after `start`, if any.
+
+    Used after damage is found, to tell a damaged tail (nothing valid follows) from damage in the
+    middle. A record whose body embeds another encoded record is a (rare) false positive.
+    """
+    data = bytes(buf)
+    position = data.find(_MAGIC_BYTES[:3], start)  # "BGL": the prefix both magics share
+    while position != -1:
+        if isinstance(scan_record(data, position, max_body=max_body), Span):
+            return position
+        position = data.find(_MAGIC_BYTES[:3], position + 1)
+    return None

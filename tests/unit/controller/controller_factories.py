@@ -91,9 +91,7 @@ def led_state(
     name: str = SET_A, *, ids: Iterable[int] = (1, 2, 3), master: int = 1, in_sync: Iterable[int] = (1, 2, 3)
 ) -> ControllerState:
     """A set that has been running: master elected (epoch 1), set expanded (ssEpoch 2)."""
-    return make_state(
-        name, ids=ids, master=master, master_epoch=1, sync_state_set=in_sync, sync_state_set_epoch=2
-    )
+    return make_state(name, ids=ids, master=master, master_epoch=1, sync_state_set=in_sync, sync_state_set_epoch=2)
 
 
 def register(state: ControllerState, name: str = SET_A, ids: Iterable[int] = (1, 2, 3)) -> None:
@@ -195,9 +193,7 @@ def broker_elect(broker_id: int, name: str = SET_A) -> ElectMasterRequest:
 
 def admin_elect(broker_id: int, name: str = SET_A) -> ElectMasterRequest:
     """RocketMQ `ofAdminTrigger` (mqadmin electMaster -b)."""
-    return ElectMasterRequest(
-        cluster_name=CLUSTER, broker_name=name, broker_id=broker_id, designate_elect=True
-    )
+    return ElectMasterRequest(cluster_name=CLUSTER, broker_name=name, broker_id=broker_id, designate_elect=True)
 
 
 def alter_req(

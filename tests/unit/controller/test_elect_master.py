@@ -25,9 +25,7 @@ from brokergroup.controller.model import ControllerState, ElectMasterEvent, Live
 from brokergroup.controller.protocol import BrokerMemberGroup, ElectMasterRequest, ElectMasterResponse
 
 
-def run(
-    state: ControllerState, req: ElectMasterRequest, live: LivenessView, *, unclean: bool = False
-) -> Result:
+def run(state: ControllerState, req: ElectMasterRequest, live: LivenessView, *, unclean: bool = False) -> Result:
     return core.elect_master(state, req, live, enable_elect_unclean_master=unclean)
 
 

@@ -125,9 +125,7 @@ def test_offsets_2_pow_32_apart_are_not_a_tie() -> None:
 
 
 def test_huge_offsets_near_long_max_are_ranked_correctly() -> None:
-    live = alive(
-        live_info(1, max_offset=2**63 - 1), live_info(2, max_offset=-1), live_info(3, max_offset=2**62)
-    )
+    live = alive(live_info(1, max_offset=2**63 - 1), live_info(2, max_offset=-1), live_info(3, max_offset=2**62))
     assert pick(live) == 1
 
 

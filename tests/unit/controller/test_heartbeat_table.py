@@ -58,8 +58,9 @@ def test_table_refuses_heartbeat_without_broker_id_and_stays_empty() -> None:
     assert len(table) == 0
 
 
-def test_heartbeat_with_broker_id_is_valid() -> None:
-    assert validate_heartbeat(beat(1)) is None
+def test_heartbeat_with_broker_id_is_valid_and_accepted() -> None:
+    validate_heartbeat(beat(1))  # does not raise
+    assert HeartbeatTable().on_heartbeat(beat(1), now_ms=0) is True
 
 
 # ---- insertion and defaults ---------------------------------------------------------------------------
@@ -91,9 +92,7 @@ def test_second_heartbeat_is_not_new() -> None:
 
 def test_explicit_fields_are_stored_including_zero_priority() -> None:
     table = HeartbeatTable()
-    table.on_heartbeat(
-        beat(2, epoch=3, max_offset=400, confirm_offset=300, timeout=3_000, priority=0), now_ms=7
-    )
+    table.on_heartbeat(beat(2, epoch=3, max_offset=400, confirm_offset=300, timeout=3_000, priority=0), now_ms=7)
     info = table.get(SET_A, 2)
     assert info is not None
     assert (info.epoch, info.max_offset, info.confirm_offset) == (3, 400, 300)
@@ -168,9 +167,7 @@ def test_absent_timeout_and_priority_fall_back_to_defaults_on_update() -> None:
 
 @PROPERTY_SETTINGS
 @given(
-    beats=st.lists(
-        st.tuples(st.integers(-1, 3), st.integers(-1, 2**40), st.integers(-1, 10)), min_size=1, max_size=20
-    )
+    beats=st.lists(st.tuples(st.integers(-1, 3), st.integers(-1, 2**40), st.integers(-1, 10)), min_size=1, max_size=20)
 )
 def test_progress_is_the_lexicographic_maximum_seen(beats: list[tuple[int, int, int]]) -> None:
     table = HeartbeatTable()

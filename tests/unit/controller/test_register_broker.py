@@ -91,9 +91,7 @@ def test_changed_address_emits_update_event_and_apply_keeps_check_code() -> None
     result = core.register_broker(state, req(2, address="10.7.7.7:10911"), NOBODY)
     assert result.ok
     assert result.events == (
-        UpdateBrokerAddressEvent(
-            broker_name=SET_A, cluster_name=CLUSTER, broker_address="10.7.7.7:10911", broker_id=2
-        ),
+        UpdateBrokerAddressEvent(broker_name=SET_A, cluster_name=CLUSTER, broker_address="10.7.7.7:10911", broker_id=2),
     )
     commit(state, result)
     assert state.replica_info[SET_A].broker_id_info[2] == ("10.7.7.7:10911", old_code)

@@ -1,0 +1,475 @@
+"""The commit log: records appended to fixed-size segments; a file-backed and an in-memory twin.
+
+Layout. Offsets are byte positions in one logical log. A segment covers
+`[start, start + segment_size)` and is stored in a file named after `start`, zero-padded to 20
+digits (RocketMQ style: `00000000000067108864`). Records never span segments: a record goes into
+the current segment only if it fills it exactly or leaves room for a blank (>= 12 bytes);
+otherwise a blank (record.py) pads the segment to its end and the record starts the next one. So
+every segment but the last is exactly `segment_size` bytes of whole items, and master and slaves
+(configured with the same segment size) place every byte at the same offset in the same file.
+
+Durability. `append` writes with pwrite and counts `unflushed_bytes`; `flush()` fsyncs (the flush
+policy belongs to a later layer). A segment is fsynced when it is sealed, before the next one gets
+its first byte, so after a crash only the last segment can have a torn tail.
+
+Recovery on open. Only the last segment is scanned (`verify_all=True` scans every one): a torn or
+corrupt item is cut away, with a warning, if no valid item follows it; if one does (damage in the
+middle) `CorruptLogError` names the file and offset, since cutting would lose valid records.
+A torn record whose body itself embeds a valid record also raises: loud, never silent loss.
+
+Crash-safe truncation (#10666, DESIGN §4). RocketMQ's slave only resets in-memory positions, so a
+stale tail can come back after a restart. `truncate(offset)`: (1) write `truncate.marker` holding
+the offset (temp file, fsync, rename, fsync dir); (2) delete later segments from the last down,
+cut the segment holding `offset`, fsync it and the directory; (3) remove the marker. Opening a
+log whose marker exists re-applies step 2 before anything else, so a kill -9 (or a lost, unsynced
+truncate) at any point never resurrects the cut bytes. `step_hook` is a seam for tests: it is
+called with each `STEP_*` name as the step completes; raising from it simulates a crash there.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import re
+import zlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Final
+
+from brokergroup.broker.errors import CorruptLogError, InvalidRecordError, StoreError
+from brokergroup.broker.store.record import (
+    BLANK_MIN_SIZE,
+    DEFAULT_MAX_BODY,
+    Blank,
+    Corrupt,
+    DecodedRecord,
+    Span,
+    decode_record,
+    encode_blank,
+    find_valid_item,
+    peek_length,
+    scan_record,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SEGMENT_SIZE: Final = 64 * 1024 * 1024
+MIN_SEGMENT_SIZE: Final = 128
+MARKER_NAME: Final = "truncate.marker"
+STEP_MARKER_WRITTEN: Final = "truncate:marker-written"
+STEP_SEGMENT_DELETED: Final = "truncate:segment-deleted"
+STEP_TAIL_CUT: Final = "truncate:tail-cut"
+STEP_SYNCED: Final = "truncate:synced"
+STEP_MARKER_REMOVED: Final = "truncate:marker-removed"
+_SEGMENT_NAME = re.compile(r"[0-9]{20}")
+
+Chunk = tuple[int, int, bytes]
+"""(segment start, position in the segment, bytes) to write."""
+
+
+class _SegmentedLog:
+    """Placement, reads and validation shared by `CommitLog` and `MemoryLog`; storage is theirs."""
+
+    def __init__(self, *, segment_size: int, max_body: int) -> None:
+        if segment_size < MIN_SEGMENT_SIZE:
+            raise ValueError(f"segment_size={segment_size} must be at least {MIN_SEGMENT_SIZE}")
+        self.segment_size = segment_size
+        self.max_body = max_body
+        self._starts: list[int] = []
+        self._sizes: list[int] = []
+        self._base = 0  # the log's offset while it has no segment
+        self._flushed = 0
+
+    # -- storage, provided by subclasses
+    def _create(self, start: int) -> None:
+        raise NotImplementedError
+
+    def _pwrite(self, index: int, position: int, data: bytes) -> None:
+        raise NotImplementedError
+
+    def _pread(self, index: int, position: int, size: int) -> bytes:
+        raise NotImplementedError
+
+    def _seal(self, index: int) -> None:
+        raise NotImplementedError
+
+    def _cut(self, offset: int) -> None:
+        """Drop everything at and after `offset` from storage and from `_starts`/`_sizes`."""
+        raise NotImplementedError
+
+    def _drop_all(self) -> None:
+        raise NotImplementedError
+
+    def flush(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release files; the in-memory log has none."""
+
+    # -- public interface
+    @property
+    def max_offset(self) -> int:
+        """Offset just past the last byte (the next append lands here, or at a later segment)."""
+        return self._starts[-1] + self._sizes[-1] if self._starts else self._base
+
+    @property
+    def min_offset(self) -> int:
+        return self._starts[0] if self._starts else self._base
+
+    @property
+    def unflushed_bytes(self) -> int:
+        return self.max_offset - self._flushed
+
+    def _fits(self, position: int, size: int) -> bool:
+        end = position + size
+        return end == self.segment_size or end + BLANK_MIN_SIZE <= self.segment_size
+
+    def _tail(self) -> tuple[int, int]:
+        """(start, used bytes) of the segment the next byte goes to."""
+        if not self._starts:
+            return self._base, 0
+        if self._sizes[-1] == self.segment_size:
+            return self._starts[-1] + self.segment_size, 0
+        return self._starts[-1], self._sizes[-1]
+
+    def append(self, records: Sequence[bytes]) -> list[tuple[int, int]]:
+        """Append encoded records; returns each one's (offset, size). All or nothing is validated."""
+        for record in records:
+            span = scan_record(record, max_body=self.max_body)
+            if not isinstance(span, Span) or span.blank or span.size != len(record):
+                raise InvalidRecordError(f"not one whole record: {span}")
+            if not self._fits(0, len(record)):
+                raise InvalidRecordError(f"record of {len(record)} bytes exceeds segment_size={self.segment_size}")
+        start, used = self._tail()
+        chunks: list[Chunk] = []
+        placed = []
+        for record in records:
+            if not self._fits(used, len(record)):
+                if used < self.segment_size:
+                    chunks.append((start, used, encode_blank(self.segment_size - used)))
+                start, used = start + self.segment_size, 0
+            chunks.append((start, used, record))
+            placed.append((start + used, len(record)))
+            used += len(record)
+        self._write(chunks)
+        return placed
+
+    def append_raw(self, offset: int, data: bytes) -> None:
+        """Append bytes replicated from a master: whole records and blanks, starting at `offset`.
+
+        `offset` must be `max_offset`; an empty log also accepts any segment-aligned offset (a
+        new slave starts where the master's log starts). Nothing is written unless all is valid.
+        """
+        if not data:
+            return
+        empty = self.max_offset == self.min_offset
+        if offset != self.max_offset and not (empty and offset >= 0 and offset % self.segment_size == 0):
+            raise StoreError(f"append_raw at offset={offset}, expected max_offset={self.max_offset}")
+        if offset != self.max_offset:
+            self._drop_all()
+            self._base = self._flushed = offset
+        start, used = self._tail()
+        chunks: list[Chunk] = []
+        position = 0
+        while position < len(data):
+            if used == self.segment_size:
+                start, used = start + self.segment_size, 0
+            item = decode_record(data, position, max_body=self.max_body)
+            if not isinstance(item, DecodedRecord | Blank):
+                raise InvalidRecordError(f"replicated data at offset {offset + position}: {item}")
+            ok = used + item.size == self.segment_size if isinstance(item, Blank) else self._fits(used, item.size)
+            if not ok:
+                raise InvalidRecordError(f"replicated item at offset {offset + position} breaks segment layout")
+            chunks.append((start, used, data[position : position + item.size]))
+            position += item.size
+            used += item.size
+        self._write(chunks)
+
+    def _write(self, chunks: Sequence[Chunk]) -> None:
+        for start, position, data in chunks:
+            if not self._starts or start > self._starts[-1]:
+                if self._starts:
+                    self._seal(len(self._starts) - 1)
+                    self._flushed = max(self._flushed, self.max_offset)
+                self._create(start)
+                self._starts.append(start)
+                self._sizes.append(0)
+            assert position == self._sizes[-1], "chunks must be contiguous"
+            self._pwrite(len(self._starts) - 1, position, data)
+            self._sizes[-1] += len(data)
+
+    def _locate(self, offset: int) -> int:
+        if not self.min_offset <= offset <= self.max_offset:
+            raise StoreError(f"offset={offset} outside the log [{self.min_offset}, {self.max_offset}]")
+        return bisect.bisect_right(self._starts, offset) - 1
+
+    def _length_at(self, offset: int, buf: bytes, position: int) -> int | None:
+        length = peek_length(buf, position)
+        if isinstance(length, int):
+            return length
+        if isinstance(length, Corrupt):
+            raise StoreError(f"offset={offset} is not at a record boundary ({length})")
+        return None
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        """Whole items (records and blanks) from `offset` within one segment, up to `max_bytes`
+        bytes, but at least one item however large. Empty at `max_offset`."""
+        if max_bytes <= 0:
+            raise ValueError(f"max_bytes={max_bytes} must be positive")
+        index = self._locate(offset)
+        if offset == self.max_offset:
+            return b""
+        position = offset - self._starts[index]
+        chunk = self._pread(index, position, min(max_bytes, self._sizes[index] - position))
+        end = 0
+        while end < len(chunk):
+            length = self._length_at(offset + end, chunk, end)
+            if length is None or end + length > len(chunk):
+                break
+            end += length
+        if end == 0:
+            header = self._pread(index, position, BLANK_MIN_SIZE)
+            length = self._length_at(offset, header, 0)
+            assert length is not None, "a whole segment item is always readable"
+            return self._pread(index, position, length)
+        return chunk[:end]
+
+    def truncate(self, offset: int) -> None:
+        """Remove every byte at and after `offset`, which must be an item boundary."""
+        index = self._locate(offset)
+        if offset == self.max_offset:
+            return
+        start = self._starts[index]
+        prefix = self._pread(index, 0, offset - start)
+        position = 0
+        while position < len(prefix):
+            length = self._length_at(start + position, prefix, position)
+            if length is None:
+                break
+            position += length
+        if position != len(prefix):
+            raise StoreError(f"offset={offset} is not at a record boundary")
+        self._cut(offset)
+        self._flushed = min(self._flushed, offset)
+
+
+class MemoryLog(_SegmentedLog):
+    """The commit log in memory, same placement and offsets; for replication tests."""
+
+    def __init__(self, *, segment_size: int = DEFAULT_SEGMENT_SIZE, max_body: int = DEFAULT_MAX_BODY) -> None:
+        super().__init__(segment_size=segment_size, max_body=max_body)
+        self._data: list[bytearray] = []
+
+    def _create(self, start: int) -> None:
+        self._data.append(bytearray())
+
+    def _pwrite(self, index: int, position: int, data: bytes) -> None:
+        self._data[index][position:] = data
+
+    def _pread(self, index: int, position: int, size: int) -> bytes:
+        return bytes(self._data[index][position : position + size])
+
+    def _seal(self, index: int) -> None:
+        pass
+
+    def _cut(self, offset: int) -> None:
+        index = bisect.bisect_right(self._starts, offset) - 1
+        del self._starts[index + 1 :], self._sizes[index + 1 :], self._data[index + 1 :]
+        self._sizes[index] = offset - self._starts[index]
+        del self._data[index][self._sizes[index] :]
+
+    def _drop_all(self) -> None:
+        self._starts, self._sizes, self._data = [], [], []
+
+    def flush(self) -> None:
+        self._flushed = self.max_offset
+
+
+class CommitLog(_SegmentedLog):
+    """The commit log in `directory`, recovered on open (see the module docstring)."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        segment_size: int = DEFAULT_SEGMENT_SIZE,
+        max_body: int = DEFAULT_MAX_BODY,
+        verify_all: bool = False,
+        step_hook: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__(segment_size=segment_size, max_body=max_body)
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._marker = self.directory / MARKER_NAME
+        self._step = step_hook or (lambda _step: None)
+        self._fds: list[int] = []
+        try:
+            self._open(verify_all=verify_all)
+        except BaseException:
+            self.close()
+            raise
+
+    def _path(self, start: int) -> Path:
+        return self.directory / f"{start:020d}"
+
+    def _open(self, *, verify_all: bool) -> None:
+        for temp in self.directory.glob("*.tmp"):
+            temp.unlink()
+        for path in sorted(p for p in self.directory.iterdir() if _SEGMENT_NAME.fullmatch(p.name)):
+            self._fds.append(os.open(path, os.O_RDWR))
+            self._starts.append(int(path.name))
+            self._sizes.append(os.fstat(self._fds[-1]).st_size)
+        if self._marker.exists():
+            offset = self._read_marker()
+            logger.warning("re-applying an interrupted truncation of %s to offset=%d", self.directory, offset)
+            self._apply_cut(offset)
+            self._remove_marker()
+        self._check_layout()
+        last = len(self._starts) - 1
+        for index in range(0 if verify_all else max(last, 0), last + 1):
+            self._recover(index, tail=index == last)
+        self._flushed = self.max_offset
+
+    def _check_layout(self) -> None:
+        size = self.segment_size
+        for index, start in enumerate(self._starts):
+            name = self._path(start)
+            if start % size:
+                raise StoreError(f"{name}: start is not a multiple of segment_size={size} (setting changed?)")
+            if index and start != self._starts[index - 1] + size:
+                raise CorruptLogError(f"{name}: the segment before it is missing")
+            if self._sizes[index] > size or (index < len(self._starts) - 1 and self._sizes[index] != size):
+                raise CorruptLogError(f"{name}: holds {self._sizes[index]} bytes, segment_size is {size}")
+
+    def _recover(self, index: int, *, tail: bool) -> None:
+        """Scan one segment; cut a damaged tail of the last one, raise on anything else."""
+        start, data = self._starts[index], self._pread(index, 0, self._sizes[index])
+        position = 0
+        while position < len(data):
+            item = scan_record(data, position, max_body=self.max_body)
+            if isinstance(item, Span):
+                end = position + item.size
+                if (end == self.segment_size) if item.blank else self._fits(position, item.size):
+                    position = end
+                    continue
+            problem = item if not isinstance(item, Span) else f"item of {item.size} bytes breaks segment layout"
+            later = find_valid_item(data, position + 1, max_body=self.max_body)
+            if not tail or later is not None:
+                after = f"; a valid item follows at offset {start + later}" if later is not None else ""
+                raise CorruptLogError(
+                    f"{self._path(start)}: damaged item at offset {start + position} ({problem}){after}"
+                )
+            logger.warning(
+                "cutting %d bytes of damaged tail from %s at offset=%d: %s",
+                len(data) - position,
+                self._path(start),
+                start + position,
+                problem,
+            )
+            os.ftruncate(self._fds[index], position)
+            os.fsync(self._fds[index])
+            self._sizes[index] = position
+            return
+
+    # -- storage
+    def _create(self, start: int) -> None:
+        self._fds.append(os.open(self._path(start), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644))
+        self._fsync_dir()
+
+    def _pwrite(self, index: int, position: int, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(self._fds[index], view, position)
+            view, position = view[written:], position + written
+
+    def _pread(self, index: int, position: int, size: int) -> bytes:
+        data = os.pread(self._fds[index], size, position)
+        if len(data) != size:
+            raise StoreError(f"{self._path(self._starts[index])}: short read at position={position}")
+        return data
+
+    def _seal(self, index: int) -> None:
+        os.fsync(self._fds[index])
+
+    def flush(self) -> None:
+        """fsync every segment holding unflushed bytes."""
+        for index, start in enumerate(self._starts):
+            if start + self._sizes[index] > self._flushed:
+                os.fsync(self._fds[index])
+        self._flushed = self.max_offset
+
+    def _drop_all(self) -> None:
+        for fd, start in zip(self._fds, self._starts, strict=True):
+            os.close(fd)
+            self._path(start).unlink()
+        self._fds, self._starts, self._sizes = [], [], []
+        self._fsync_dir()
+
+    def _cut(self, offset: int) -> None:
+        self._write_marker(offset)
+        self._step(STEP_MARKER_WRITTEN)
+        self._apply_cut(offset)
+        self._remove_marker()
+        self._step(STEP_MARKER_REMOVED)
+
+    def _apply_cut(self, offset: int) -> None:
+        """Step 2 of a truncation; idempotent, so that opening the log can repeat it."""
+        if self._starts and offset < self._starts[0]:
+            raise CorruptLogError(f"{self._marker}: offset={offset} is before the first segment")
+        while self._starts and self._starts[-1] > offset:
+            os.close(self._fds.pop())
+            self._path(self._starts.pop()).unlink()
+            self._sizes.pop()
+            self._step(STEP_SEGMENT_DELETED)
+        if self._starts:
+            keep = offset - self._starts[-1]
+            if self._sizes[-1] > keep:  # a lost, unsynced write may have left less than `keep`
+                os.ftruncate(self._fds[-1], keep)
+                self._sizes[-1] = keep
+            self._step(STEP_TAIL_CUT)
+            os.fsync(self._fds[-1])
+        self._fsync_dir()
+        self._step(STEP_SYNCED)
+
+    # -- the truncation marker: "<offset>\n<crc32 of the first line>\n"
+    def _write_marker(self, offset: int) -> None:
+        line = b"%d\n" % offset
+        temp = self._marker.with_name(MARKER_NAME + ".tmp")
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, line + b"%d\n" % zlib.crc32(line))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        temp.replace(self._marker)
+        self._fsync_dir()
+
+    def _read_marker(self) -> int:
+        data = self._marker.read_bytes()
+        match = re.fullmatch(rb"([0-9]{1,19}\n)([0-9]{1,10})\n", data)
+        if match is None or zlib.crc32(match[1]) != int(match[2]):
+            raise CorruptLogError(f"{self._marker} is damaged: cannot tell where a truncation stopped")
+        return int(match[1])
+
+    def _remove_marker(self) -> None:
+        self._marker.unlink()
+        self._fsync_dir()
+
+    def _fsync_dir(self) -> None:
+        fd = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        for fd in self._fds:
+            os.close(fd)
+        self._fds = []
+
+    def __enter__(self) -> CommitLog:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,432 @@
+"""The OpenAPI 3.1 document of the controller's HTTP API (DESIGN §2.1), built from `protocol`.
+
+`build_openapi()` is pure: the request and response schemas come from the pydantic models in
+`protocol` (camelCase aliases, as on the wire), everything else from the `OPERATIONS` table
+below, which mirrors `api.ROUTES` (a unit test keeps the two equal; this module does not
+import `api`, so it stays free of aiohttp). `python -m brokergroup.controller.openapi`
+rewrites the committed `openapi.json` that `GET /v1/openapi.json` serves; a unit test fails
+when the committed file differs from `build_openapi()`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+
+from brokergroup.controller import protocol
+from brokergroup.controller.settings import RocketMQConfig
+
+OPENAPI_JSON = Path(__file__).with_name("openapi.json")
+REF = "#/components/schemas/{model}"
+SECURITY_SCHEME = "adminToken"
+Admin = Literal["always", "designate"]
+
+
+def ref(name: str) -> dict[str, str]:
+    return {"$ref": REF.format(model=name)}
+
+
+def json_content(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"application/json": {"schema": schema}}
+
+
+def ok(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "content": json_content(schema)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Operation:
+    method: str
+    path: str
+    name: str
+    """operationId; the same as the aiohttp route name in `api.ROUTES`."""
+    summary: str
+    responses: dict[str, dict[str, Any]]
+    """Success responses by status code; the `default` error response is added to every operation."""
+    request: type[BaseModel] | str | None = None
+    """The JSON request body, when there is one: a model, or the name of a hand-written schema."""
+    parameters: tuple[dict[str, Any], ...] = ()
+    admin: Admin | None = None
+    """Needs the admin bearer token: always, or only with `designateElect: true`."""
+    leader_only: bool = False
+    """Answered by the serving leader; a follower forwards the request once."""
+    description: str = ""
+
+
+def model_ok(model: type[BaseModel], description: str = "Success.") -> dict[str, dict[str, Any]]:
+    return {"200": ok(description, ref(model.__name__))}
+
+
+def query(name: str, schema: dict[str, Any], description: str, *, required: bool = False) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": required, "schema": schema, "description": description}
+
+
+# ---- schemas that are not pydantic models --------------------------------------------------------
+
+HAND_WRITTEN: dict[str, dict[str, Any]] = {
+    "EventsResponse": {
+        "type": "object",
+        "description": "Committed controller events after a Raft index, oldest first (at most 1000).",
+        "properties": {
+            "events": {
+                "type": "array",
+                "items": {"type": "object", "description": "One event-log record, with its Raft `index`."},
+            },
+            "lastIndex": {"type": "integer", "description": "Highest Raft index this node has published."},
+            "truncated": {
+                "type": "boolean",
+                "description": "True when events after `after` may be missing (feed overflow or a snapshot load).",
+            },
+        },
+        "required": ["events", "lastIndex", "truncated"],
+        "additionalProperties": False,
+    },
+    "ConfigUpdate": {
+        "type": "object",
+        "description": "RocketMQ ControllerConfig keys (as shown by GET /v1/config) and their new values. "
+        "Unknown keys are refused (400), black-listed keys too (403).",
+        "minProperties": 1,
+        "additionalProperties": True,
+    },
+    "StatusResponse": {
+        "type": "object",
+        "description": "This node's view of Raft and of the brokers it hears from.",
+        "properties": {
+            "nodeId": {"type": "string"},
+            "serving": {"type": "boolean", "description": "Serving as controller leader (barrier applied)."},
+            "raftLeader": {"type": "boolean"},
+            "leaderId": {"type": ["string", "null"]},
+            "term": {"type": "integer"},
+            "commitIndex": {"type": "integer"},
+            "lastApplied": {"type": "integer"},
+            "hasQuorum": {"type": "boolean"},
+            "stateVersion": {"type": "integer"},
+            "activeBrokers": {"type": "integer"},
+        },
+        "required": [
+            "nodeId",
+            "serving",
+            "raftLeader",
+            "leaderId",
+            "term",
+            "commitIndex",
+            "lastApplied",
+            "hasQuorum",
+            "stateVersion",
+            "activeBrokers",
+        ],
+        "additionalProperties": True,
+    },
+    "StateResponse": {
+        "type": "object",
+        "description": "This node's replicated state machine: the same `state` at the same `version` on every node.",
+        "properties": {
+            "version": {"type": "integer", "description": "Number of state-changing commands applied."},
+            "state": {"type": "object", "description": "replicaInfo and syncStateInfo, keyed by broker name."},
+            "lastApplied": {"type": "integer", "description": "Raft index last applied on this node."},
+        },
+        "required": ["version", "state", "lastApplied"],
+        "additionalProperties": True,
+    },
+    "HealthResponse": {
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}},
+        "required": ["ok"],
+    },
+    "ReadyResponse": {
+        "type": "object",
+        "properties": {
+            "ready": {"type": "boolean", "description": "A Raft leader is known."},
+            "leader": {"type": ["string", "null"], "description": "Node id of the Raft leader."},
+        },
+        "required": ["ready", "leader"],
+    },
+}
+
+# ---- the operations: one per route of api.ROUTES -------------------------------------------------
+
+HEARTBEAT_STREAM = """\
+A persistent heartbeat channel (WebSocket). The broker sends one text frame per heartbeat, each
+a JSON object with the fields of `HeartbeatRequest` (camelCase). Nothing is sent back for a good
+heartbeat; a frame that is not text, or not a valid heartbeat, is answered with an error frame
+`{"code", "name", "remark"}` and the stream stays open. When the stream closes, the node marks
+the broker inactive at once (on the leader, a master's close triggers an election)."""
+
+OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "POST",
+        "/v1/broker/next-id",
+        "next-id",
+        "CONTROLLER_GET_NEXT_BROKER_ID: the broker id the controller would assign next.",
+        model_ok(protocol.NextIdResponse),
+        request=protocol.NextIdRequest,
+        leader_only=True,
+    ),
+    Operation(
+        "POST",
+        "/v1/broker/apply-id",
+        "apply-id",
+        "CONTROLLER_APPLY_BROKER_ID: claim a broker id for a broker address.",
+        model_ok(protocol.ApplyIdResponse),
+        request=protocol.ApplyIdRequest,
+        leader_only=True,
+    ),
+    Operation(
+        "POST",
+        "/v1/broker/register",
+        "register",
+        "CONTROLLER_REGISTER_BROKER: register a broker and learn its set's master.",
+        model_ok(protocol.RegisterResponse),
+        request=protocol.RegisterRequest,
+        leader_only=True,
+    ),
+    Operation(
+        "POST",
+        "/v1/broker/heartbeat",
+        "heartbeat",
+        "BROKER_HEARTBEAT: one heartbeat, to this node (brokers heartbeat every node).",
+        model_ok(protocol.EmptyResponse),
+        request=protocol.HeartbeatRequest,
+    ),
+    Operation(
+        "GET",
+        "/v1/broker/heartbeat-stream",
+        "heartbeat-stream",
+        "Heartbeats over a WebSocket; closing it marks the broker inactive.",
+        {"101": {"description": "Switching Protocols: the WebSocket is open. " + HEARTBEAT_STREAM}},
+        description=HEARTBEAT_STREAM,
+    ),
+    Operation(
+        "POST",
+        "/v1/elect-master",
+        "elect-master",
+        "CONTROLLER_ELECT_MASTER: elect a master for a broker set.",
+        model_ok(protocol.ElectMasterResponse),
+        request=protocol.ElectMasterRequest,
+        admin="designate",
+        leader_only=True,
+        description="With `designateElect: true` (an administrator designates `brokerId`) the admin token "
+        "is required when one is configured. A set whose master is still alive answers "
+        "CONTROLLER_MASTER_STILL_EXIST (2011) with the ElectMasterResponse fields in the error body.",
+    ),
+    Operation(
+        "POST",
+        "/v1/alter-sync-state-set",
+        "alter-sync-state-set",
+        "CONTROLLER_ALTER_SYNC_STATE_SET: the master changes its sync-state-set.",
+        model_ok(protocol.AlterSyncStateSetResponse),
+        request=protocol.AlterSyncStateSetRequest,
+        leader_only=True,
+    ),
+    Operation(
+        "GET",
+        "/v1/replica-info",
+        "replica-info",
+        "CONTROLLER_GET_REPLICA_INFO: master and sync-state-set of one broker set.",
+        model_ok(protocol.ReplicaInfoResponse),
+        parameters=(query("brokerName", {"type": "string", "minLength": 1}, "The broker set.", required=True),),
+        leader_only=True,
+    ),
+    Operation(
+        "POST",
+        "/v1/sync-state-data",
+        "sync-state-data",
+        "CONTROLLER_GET_SYNC_STATE_DATA: replicas and their liveness, per broker set.",
+        model_ok(protocol.SyncStateDataResponse),
+        request=protocol.SyncStateDataRequest,
+        leader_only=True,
+    ),
+    Operation(
+        "GET",
+        "/v1/metadata",
+        "metadata",
+        "CONTROLLER_GET_METADATA_INFO: the controller group and its leader.",
+        model_ok(protocol.MetadataResponse),
+    ),
+    Operation(
+        "POST",
+        "/v1/clean-broker-data",
+        "clean-broker-data",
+        "CLEAN_BROKER_DATA: forget brokers of a set (all of them, or the ids given).",
+        model_ok(protocol.EmptyResponse),
+        request=protocol.CleanBrokerDataRequest,
+        admin="always",
+        leader_only=True,
+    ),
+    Operation(
+        "GET",
+        "/v1/config",
+        "get-config",
+        "GET_CONTROLLER_CONFIG: this node's RocketMQ ControllerConfig keys (node-local).",
+        model_ok(RocketMQConfig, "The node's current config, key -> value."),
+    ),
+    Operation(
+        "POST",
+        "/v1/config",
+        "update-config",
+        "UPDATE_CONTROLLER_CONFIG: change config keys on this node only; black-listed keys are refused.",
+        {
+            **model_ok(RocketMQConfig, "The node's config after the change, key -> value."),
+            "403": {"$ref": "#/components/responses/Forbidden"},
+        },
+        request="ConfigUpdate",
+        admin="always",
+    ),
+    Operation(
+        "GET",
+        "/v1/events",
+        "events",
+        "Long-poll of committed controller events, for the operator.",
+        {"200": ok("Events after `after`, possibly none when `waitSeconds` ran out.", ref("EventsResponse"))},
+        parameters=(
+            query(
+                "after",
+                {"type": "integer", "minimum": 0, "maximum": 2**62, "default": 0},
+                "Return events with a Raft index greater than this.",
+            ),
+            query(
+                "waitSeconds",
+                {"type": "integer", "minimum": 0, "maximum": 60, "default": 0},
+                "Wait up to this long for an event when there is none after `after`.",
+            ),
+        ),
+    ),
+    Operation("GET", "/v1/status", "status", "This node's Raft status.", {"200": ok("Status.", ref("StatusResponse"))}),
+    Operation(
+        "GET", "/v1/state", "state", "This node's replicated state.", {"200": ok("State.", ref("StateResponse"))}
+    ),
+    Operation(
+        "GET",
+        "/v1/openapi.json",
+        "openapi",
+        "This document.",
+        {"200": ok("The OpenAPI 3.1 document.", {"type": "object"})},
+    ),
+    Operation(
+        "GET", "/healthz", "healthz", "Liveness: the process answers.", {"200": ok("Alive.", ref("HealthResponse"))}
+    ),
+    Operation(
+        "GET",
+        "/readyz",
+        "readyz",
+        "Readiness: a Raft leader is known.",
+        {
+            "200": ok("A leader is known.", ref("ReadyResponse")),
+            "503": ok("No leader is known.", ref("ReadyResponse")),
+        },
+    ),
+    Operation(
+        "GET",
+        "/metrics",
+        "metrics",
+        "Prometheus metrics of this node.",
+        {
+            "200": {
+                "description": "Prometheus text exposition format.",
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+            }
+        },
+    ),
+)
+
+# ---- assembly ------------------------------------------------------------------------------------
+
+RESPONSES: dict[str, dict[str, Any]] = {
+    "Error": ok(
+        "An error: RocketMQ's response code and name, and a remark naming what was wrong. Some errors carry "
+        "data as well (CONTROLLER_MASTER_STILL_EXIST carries the ElectMasterResponse fields).",
+        ref("ErrorResponse"),
+    ),
+    "Unauthorized": ok(
+        "NO_PERMISSION (16): the admin token is missing or wrong (`Authorization: Bearer <token>`).",
+        ref("ErrorResponse"),
+    ),
+    "Forbidden": ok("NO_PERMISSION (16): the config key is black-listed.", ref("ErrorResponse")),
+}
+
+
+def model_schemas(operations: tuple[Operation, ...]) -> dict[str, Any]:
+    """JSON schemas of every model the operations name (requests validated, responses serialized)."""
+    wanted: list[tuple[type[BaseModel], JsonSchemaMode]] = [(protocol.ErrorResponse, "serialization")]
+    wanted += [(op.request, "validation") for op in operations if isinstance(op.request, type)]
+    response_models = [protocol.NextIdResponse, protocol.ApplyIdResponse, protocol.RegisterResponse]
+    response_models += [protocol.EmptyResponse, protocol.ElectMasterResponse, protocol.AlterSyncStateSetResponse]
+    response_models += [protocol.ReplicaInfoResponse, protocol.SyncStateDataResponse, protocol.MetadataResponse]
+    wanted += [(model, "serialization") for model in [*response_models, RocketMQConfig]]
+    keys, document = models_json_schema(wanted, by_alias=True, ref_template=REF)
+    for (model, _mode), schema in keys.items():
+        if schema != ref(model.__name__):
+            raise ValueError(f"{model.__name__} would be published as {schema}; give it a schema of its own")
+    defs: dict[str, Any] = document["$defs"]
+    return defs
+
+
+def operation_object(op: Operation) -> dict[str, Any]:
+    item: dict[str, Any] = {"operationId": op.name, "summary": op.summary}
+    description = op.description
+    if op.leader_only:
+        description += (
+            "\n\nAnswered by the serving leader; a follower forwards the request to it. "
+            "CONTROLLER_NOT_LEADER (2007, HTTP 503) only when no leader is known."
+        )
+    if description:
+        item["description"] = description.strip()
+    if op.parameters:
+        item["parameters"] = list(op.parameters)
+    if op.request is not None:
+        name = op.request if isinstance(op.request, str) else op.request.__name__
+        item["requestBody"] = {"required": True, "content": json_content(ref(name))}
+    responses = {**op.responses, "default": {"$ref": "#/components/responses/Error"}}
+    if op.admin is not None:
+        responses["401"] = {"$ref": "#/components/responses/Unauthorized"}
+        # `{}` first: without designateElect no token is needed; with it, the bearer token is.
+        item["security"] = [{}, {SECURITY_SCHEME: []}] if op.admin == "designate" else [{SECURITY_SCHEME: []}]
+    item["responses"] = responses
+    return item
+
+
+def build_openapi() -> dict[str, Any]:
+    """The OpenAPI 3.1 document of every route the controller serves."""
+    paths: dict[str, dict[str, Any]] = {}
+    for op in OPERATIONS:
+        paths.setdefault(op.path, {})[op.method.lower()] = operation_object(op)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "brokergroup controller",
+            "version": "1",
+            "description": "RocketMQ 5 controller-mode requests over HTTP/JSON (DESIGN §2.1). Any node accepts "
+            "any request; errors are `{code, name, remark}` with RocketMQ's response codes.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": {**model_schemas(OPERATIONS), **HAND_WRITTEN},
+            "responses": RESPONSES,
+            "securitySchemes": {
+                SECURITY_SCHEME: {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "The controller's admin token (`api.admin_token`; on Kubernetes from a Secret). "
+                    "Needed only when one is configured.",
+                }
+            },
+        },
+    }
+
+
+def render(document: dict[str, Any]) -> str:
+    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def main() -> None:
+    OPENAPI_JSON.write_text(render(build_openapi()), encoding="utf-8")
+    print(f"wrote {OPENAPI_JSON}")
+
+
+if __name__ == "__main__":
+    main()

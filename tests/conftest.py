@@ -1,0 +1,1 @@
+"""Shared test configuration: every tier fails loudly on leaked resources."""

@@ -1,0 +1,43 @@
+"""Integration tier: real controller processes on 127.0.0.1, started per test."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from brokergroup.local.controllers import ControllerGroup
+
+pytestmark = pytest.mark.integration
+
+ADMIN_TOKEN = "integration-admin-token"
+
+
+@pytest.fixture
+def controller_group(tmp_path: Path) -> Iterator[ControllerGroup]:
+    group = ControllerGroup(tmp_path / "controllers", admin_token=ADMIN_TOKEN, password=secrets.token_urlsafe(16),
+                            extra_args=["--log-level", "INFO", "--set", "rocketmq.scanInactiveMasterInterval=500",
+                                        "--set", "rocketmq.scanNotActiveBrokerInterval=500"])
+    group.start_all()
+    try:
+        yield group
+    finally:
+        group.stop_all()
+
+
+async def eventually(what: str, check: Callable[[], Awaitable[bool]], *, timeout: float = 20.0) -> float:
+    """Poll `check` until it is true; return how long it took, or fail after `timeout` seconds."""
+    started = time.monotonic()
+    last_error: Exception | None = None
+    while time.monotonic() - started < timeout:
+        try:
+            if await check():
+                return time.monotonic() - started
+        except Exception as exc:  # the system may be mid-failover; keep polling until the deadline
+            last_error = exc
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{what}: not true within {timeout} s (last error: {last_error})")
