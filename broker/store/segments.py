@@ -166,10 +166,8 @@ class _SegmentedLog:
         empty = self.max_offset == self.min_offset
         if offset != self.max_offset and not (empty and offset >= 0 and offset % self.segment_size == 0):
             raise StoreError(f"append_raw at offset={offset}, expected max_offset={self.max_offset}")
-        if offset != self.max_offset:
-            self._drop_all()
-            self._base = self._flushed = offset
-        start, used = self._tail()
+        rebase = offset != self.max_offset
+        start, used = (offset, 0) if rebase else self._tail()
         chunks: list[Chunk] = []
         position = 0
         while position < len(data):
@@ -184,6 +182,9 @@ class _SegmentedLog:
             chunks.append((start, used, data[position : position + item.size]))
             position += item.size
             used += item.size
+        if rebase:
+            self._drop_all()
+            self._base = self._flushed = offset
         self._write(chunks)
 
     def _write(self, chunks: Sequence[Chunk]) -> None:
@@ -333,14 +334,16 @@ class CommitLog(_SegmentedLog):
 
     def _check_layout(self) -> None:
         size = self.segment_size
+        misaligned = [start for start in self._starts if start % size]
+        if misaligned:
+            raise StoreError(
+                f"{self._path(misaligned[0])}: start is not a multiple of segment_size={size} (setting changed?)"
+            )
         for index, start in enumerate(self._starts):
-            name = self._path(start)
-            if start % size:
-                raise StoreError(f"{name}: start is not a multiple of segment_size={size} (setting changed?)")
             if index and start != self._starts[index - 1] + size:
-                raise CorruptLogError(f"{name}: the segment before it is missing")
+                raise CorruptLogError(f"{self._path(start)}: the segment before it is missing")
             if self._sizes[index] > size or (index < len(self._starts) - 1 and self._sizes[index] != size):
-                raise CorruptLogError(f"{name}: holds {self._sizes[index]} bytes, segment_size is {size}")
+                raise CorruptLogError(f"{self._path(start)}: holds {self._sizes[index]} bytes, segment_size is {size}")
 
     def _recover(self, index: int, *, tail: bool) -> None:
         """Scan one segment; cut a damaged tail of the last one, raise on anything else."""

@@ -11,14 +11,11 @@ from brokergroup.broker.store.record import encode_record
 from brokergroup.broker.store.segments import CommitLog, MemoryLog
 
 SEGMENT = 256
-"""Segment size of the tests: a few records each (a record here is 58 + body bytes)."""
-
-MakeRecord = Callable[[int], bytes]
-Log = CommitLog | MemoryLog
+"""Segment size of the `log` fixture: a few records each (a record here is 58 + body bytes)."""
 
 
 @pytest.fixture
-def rec() -> MakeRecord:
+def rec() -> Callable[[int], bytes]:
     """rec(n): a distinct MESSAGE record of 58 + n bytes."""
     counter = iter(range(10**9))
 
@@ -31,7 +28,7 @@ def rec() -> MakeRecord:
 
 
 @pytest.fixture(params=["file", "memory"])
-def log(request: pytest.FixtureRequest, tmp_path: Path) -> Log:
+def log(request: pytest.FixtureRequest, tmp_path: Path) -> CommitLog | MemoryLog:
     """A fresh empty log with SEGMENT-byte segments, file-backed or in memory."""
     if request.param == "memory":
         return MemoryLog(segment_size=SEGMENT)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import SEGMENT, Log, MakeRecord
 
 from brokergroup.broker.errors import InvalidRecordError, StoreError
 from brokergroup.broker.store.record import Blank, DecodedRecord, decode_record, encode_blank
 from brokergroup.broker.store.segments import CommitLog, MemoryLog
+
+SEGMENT = 256  # as the `log` fixture (conftest.py)
+MakeRecord = Callable[[int], bytes]
+Log = CommitLog | MemoryLog
 
 
 def items(data: bytes) -> list[DecodedRecord | Blank]:
@@ -64,7 +68,7 @@ def test_a_record_leaving_less_than_a_blank_goes_to_the_next_segment(log: Log, r
 
 def test_segment_files_are_named_by_their_start_offset(tmp_path: Path, rec: MakeRecord) -> None:
     with CommitLog(tmp_path, segment_size=SEGMENT) as log:
-        log.append([rec(100)] * 5)
+        log.append([rec(100)] * 3)
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["00000000000000000000", "00000000000000000256", "00000000000000000512"]
     assert [(tmp_path / n).stat().st_size for n in names] == [256, 256, 158]
@@ -139,7 +143,9 @@ def test_append_raw_checks_the_offset(log: Log, rec: MakeRecord) -> None:
         (lambda r: r(100) + r(32), "breaks segment layout"),
     ],
 )
-def test_append_raw_refuses_bad_data_and_writes_nothing(log: Log, rec: MakeRecord, make, message: str) -> None:  # type: ignore[no-untyped-def]
+def test_append_raw_refuses_bad_data_and_writes_nothing(
+    log: Log, rec: MakeRecord, make: Callable[[MakeRecord], bytes], message: str
+) -> None:
     with pytest.raises(InvalidRecordError, match=message):
         log.append_raw(0, make(rec))
     assert log.max_offset == 0
@@ -199,3 +205,11 @@ def test_reopen_finds_the_same_log(tmp_path: Path, rec: MakeRecord) -> None:
 def test_segment_size_must_hold_a_record(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="segment_size=64"):
         CommitLog(tmp_path, segment_size=64)
+
+
+def test_refused_replication_into_an_empty_log_keeps_its_offset(log: Log, rec: MakeRecord) -> None:
+    log.append_raw(256, rec(1))
+    log.truncate(256)
+    with pytest.raises(InvalidRecordError):
+        log.append_raw(768, rec(1)[:-1])
+    assert (log.min_offset, log.max_offset) == (256, 256)

@@ -10,9 +10,11 @@ from brokergroup.broker.errors import BrokerError, ProtocolError
 from brokergroup.broker.protocol.ha import (
     NEED_DATA,
     EpochStart,
+    MasterFrame,
     MasterFrameDecoder,
     MasterHandshake,
     MasterTransfer,
+    SlaveFrame,
     SlaveFrameDecoder,
     SlaveHandshake,
     SlaveTransferAck,
@@ -26,7 +28,7 @@ TRANSFER = MasterTransfer(offset=300, epoch=4, epoch_start_offset=300, confirm_o
 
 
 def test_slave_frames_fed_byte_by_byte_appear_only_when_complete() -> None:
-    frames = [SlaveHandshake(slave_broker_id=3), SlaveTransferAck(0), SlaveTransferAck(77)]
+    frames: list[SlaveFrame] = [SlaveHandshake(slave_broker_id=3), SlaveTransferAck(0), SlaveTransferAck(77)]
     decoder = SlaveFrameDecoder()
     seen = []
     for byte in b"".join(encode(f) for f in frames):
@@ -47,7 +49,11 @@ def test_a_handshake_with_only_12_bytes_buffered_is_not_parsed() -> None:
 
 
 def test_master_frames_fed_byte_by_byte() -> None:
-    frames = [HANDSHAKE, TRANSFER, MasterTransfer(offset=350, epoch=4, epoch_start_offset=300, confirm_offset=350)]
+    frames: list[MasterFrame] = [
+        HANDSHAKE,
+        TRANSFER,
+        MasterTransfer(offset=350, epoch=4, epoch_start_offset=300, confirm_offset=350),
+    ]
     decoder = MasterFrameDecoder()
     seen = []
     for byte in b"".join(encode(f) for f in frames):
