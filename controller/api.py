@@ -58,7 +58,7 @@ async def parse(request: web.Request, model: type[M]) -> M:
             ResponseCode.CONTROLLER_INVALID_REQUEST, "request body is empty; a JSON object is required"
         )
     try:
-        return model.model_validate_json(body)
+        return model.model_validate_json(body, by_alias=True, by_name=False)  # the wire is camelCase only
     except ValidationError as exc:
         raise ControllerError(ResponseCode.CONTROLLER_INVALID_REQUEST, explain(exc)) from exc
 
@@ -168,13 +168,17 @@ async def next_id(request: web.Request) -> web.Response:
 
 async def apply_id(request: web.Request) -> web.Response:
     req = await parse(request, protocol.ApplyIdRequest)
-    result = await request.app[SERVICE].write("apply-id", lambda s, _live: core.apply_broker_id(s, req))
+    result = await request.app[SERVICE].write(
+        "apply-id", lambda s, _live: core.apply_broker_id(s, req), broker_name=req.broker_name
+    )
     return ok(result_or_raise(result))
 
 
 async def register(request: web.Request) -> web.Response:
     req = await parse(request, protocol.RegisterRequest)
-    result = await request.app[SERVICE].write("register", lambda s, live: core.register_broker(s, req, live))
+    result = await request.app[SERVICE].write(
+        "register", lambda s, live: core.register_broker(s, req, live), broker_name=req.broker_name
+    )
     return ok(result_or_raise(result))
 
 
@@ -196,7 +200,7 @@ async def heartbeat_stream(request: web.Request) -> web.WebSocketResponse:
                 await ws.send_json({"code": int(ResponseCode.CONTROLLER_INVALID_REQUEST), "remark": "text frames only"})
                 continue
             try:
-                req = protocol.HeartbeatRequest.model_validate_json(message.data)
+                req = protocol.HeartbeatRequest.model_validate_json(message.data, by_alias=True, by_name=False)
                 service.on_heartbeat(req, channel=ws)
             except ValidationError as exc:
                 err = ControllerError(ResponseCode.CONTROLLER_INVALID_REQUEST, explain(exc))
@@ -213,6 +217,11 @@ async def elect_master(request: web.Request) -> web.Response:
     req = await parse(request, protocol.ElectMasterRequest)
     if req.designate_elect:
         check_token(request)
+        if req.broker_id < 1:  # RocketMQ would read -1 as "controller-triggered" and demote a live master
+            raise ControllerError(
+                ResponseCode.CONTROLLER_INVALID_REQUEST,
+                f"designateElect needs brokerId, the broker to elect (>= 1, got {req.broker_id})",
+            )
     trigger = "admin" if req.designate_elect else "broker"
     result = await request.app[SERVICE].elect(req, trigger=trigger, reason=trigger)
     return ok(result_or_raise(result))
@@ -221,7 +230,10 @@ async def elect_master(request: web.Request) -> web.Response:
 async def alter_sync_state_set(request: web.Request) -> web.Response:
     req = await parse(request, protocol.AlterSyncStateSetRequest)
     result = await request.app[SERVICE].write(
-        "alter-sync-state-set", lambda s, live: core.alter_sync_state_set(s, req, live), reason="broker"
+        "alter-sync-state-set",
+        lambda s, live: core.alter_sync_state_set(s, req, live),
+        broker_name=req.broker_name,
+        reason="broker",
     )
     return ok(result_or_raise(result))
 
@@ -244,7 +256,10 @@ async def clean_broker_data(request: web.Request) -> web.Response:
     check_token(request)
     req = await parse(request, protocol.CleanBrokerDataRequest)
     result = await request.app[SERVICE].write(
-        "clean-broker-data", lambda s, live: core.clean_broker_data(s, req, live), reason="admin"
+        "clean-broker-data",
+        lambda s, live: core.clean_broker_data(s, req, live),
+        broker_name=req.broker_name,
+        reason="admin",
     )
     return ok(result_or_raise(result))
 

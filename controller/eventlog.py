@@ -30,11 +30,24 @@ class EventLogWriter:
         self._lock = threading.Lock()
         self._dir.mkdir(parents=True, exist_ok=True)
         files = self.files()
+        if files:
+            self._drop_torn_tail(files[-1])
         self._seq = int(files[-1].stem.rsplit("-", 1)[1]) if files else 0
         self.last_index = max((self._max_index(f) for f in files[-2:]), default=0)
 
     def files(self) -> list[Path]:
         return sorted(self._dir.glob(f"events-{self._node}-*.jsonl"))
+
+    @staticmethod
+    def _drop_torn_tail(path: Path) -> None:
+        """Cut a last line the previous process did not finish (killed mid-write); a raft record in
+        it is re-applied from the journal and written again, whole."""
+        data = path.read_bytes()
+        end = data.rfind(b"\n") + 1
+        if end < len(data):
+            logger.warning("event log %s: dropping a torn last line of %d bytes", path, len(data) - end)
+            with path.open("r+b") as f:
+                f.truncate(end)
 
     @staticmethod
     def _max_index(path: Path) -> int:

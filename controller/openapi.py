@@ -210,9 +210,12 @@ OPERATIONS: tuple[Operation, ...] = (
         request=protocol.ElectMasterRequest,
         admin="designate",
         leader_only=True,
-        description="With `designateElect: true` (an administrator designates `brokerId`) the admin token "
-        "is required when one is configured. A set whose master is still alive answers "
-        "CONTROLLER_MASTER_STILL_EXIST (2011) with the ElectMasterResponse fields in the error body.",
+        description="`brokerId` -1 (the default) is a controller-triggered election: the policy picks, and "
+        "when no replica is alive the set is left without a master and the answer is "
+        "CONTROLLER_MASTER_NOT_AVAILABLE (2004, HTTP 503). With `designateElect: true` an administrator "
+        "designates `brokerId` (>= 1), and the admin token is required when one is configured. A set whose "
+        "master is still alive answers CONTROLLER_MASTER_STILL_EXIST (2011) with the ElectMasterResponse "
+        "fields in the error body.",
     ),
     Operation(
         "POST",

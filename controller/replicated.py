@@ -39,10 +39,12 @@ class Batch:
     ts_ms: int
     leader: str
     expect_version: int | None
-    """State version the events were computed against; None for a barrier."""
+    """Version of the broker set's state the events were computed against; None for a barrier."""
     events: tuple[model.Event, ...] = ()
     request: str = ""
     reason: str | None = None
+    broker_name: str | None = None
+    """The broker set every event of the batch belongs to; requests never span sets."""
 
     def to_json(self) -> str:
         body = dataclasses.asdict(self)
@@ -75,23 +77,31 @@ class StateMachine(SyncObjConsumer):  # type: ignore[misc]
         # Replicated data (saved in snapshots): the state and its version.
         self._state = model.ControllerState()
         self._version = 0
+        self._set_versions: dict[str, int] = {}
 
     # -- snapshots: JSON, not pickled objects -------------------------------------------------
     def _serialize(self) -> dict[str, Any]:
         with self.lock:
-            return {"json": json.dumps({"state": self._state.to_dict(), "version": self._version})}
+            body = {"state": self._state.to_dict(), "version": self._version, "setVersions": self._set_versions}
+            return {"json": json.dumps(body)}
 
     def _deserialize(self, data: dict[str, Any]) -> None:
         body = json.loads(data["json"])
         with self.lock:
             self._state = model.ControllerState.from_dict(body["state"])
             self._version = int(body["version"])
+            self._set_versions = {str(k): int(v) for k, v in body["setVersions"].items()}
 
     # -- reads ----------------------------------------------------------------------------------
     def read(self, fn: Callable[[model.ControllerState, int], T]) -> T:
         """Run a pure function over the state and its version under the lock."""
         with self.lock:
             return fn(self._state, self._version)
+
+    def read_for_set(self, broker_name: str, fn: Callable[[model.ControllerState], T]) -> tuple[T, int]:
+        """Run `fn` over the state and return its result with the broker set's version, atomically."""
+        with self.lock:
+            return fn(self._state), self._set_versions.get(broker_name, 0)
 
     # -- the replicated method --------------------------------------------------------------------
     @replicated  # type: ignore[untyped-decorator]
@@ -100,7 +110,8 @@ class StateMachine(SyncObjConsumer):  # type: ignore[misc]
         index = int(self._syncObj.raftLastApplied) + 1
         out: list[dict[str, Any]] = []
         with self.lock:
-            applied = batch.expect_version is None or batch.expect_version == self._version
+            name = batch.broker_name or ""
+            applied = batch.expect_version is None or batch.expect_version == self._set_versions.get(name, 0)
             if applied:
                 for position, event in enumerate(batch.events):
                     unclean = records.is_unclean(self._state, event)
@@ -120,6 +131,7 @@ class StateMachine(SyncObjConsumer):  # type: ignore[misc]
                     )
                 if batch.events:
                     self._version += 1
+                    self._set_versions[name] = self._set_versions.get(name, 0) + 1
             version = self._version
         try:
             self._listener(Applied(batch, index, applied, version, tuple(out)))

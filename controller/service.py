@@ -20,7 +20,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -69,7 +69,7 @@ class ControllerService:
         self.metrics = metrics
         self.heartbeats = heartbeat.HeartbeatTable()
         self.notifier = RoleChangeNotifier(metrics=metrics, on_sent=self._notified)
-        self._write_lock = asyncio.Lock()
+        self._set_locks: dict[str, tuple[asyncio.Lock, int]] = {}
         self._ready_term: int | None = None
         self._leader_since_ms = 0
         self._tasks: list[asyncio.Task[None]] = []
@@ -192,32 +192,53 @@ class ControllerService:
         live = self.liveness()
         return self.machine.read(lambda s, _v: compute(s, live))
 
-    async def write(self, kind: str, compute: Compute, *, reason: str | None = None) -> Result:
-        async with self._write_lock:
+    async def write(self, kind: str, compute: Compute, *, broker_name: str, reason: str | None = None) -> Result:
+        """Compute, commit and answer one state-changing request.
+
+        Requests of one broker set run one at a time, like RocketMQ's single scheduler; requests
+        of different sets are independent and share the Raft pipeline. The batch carries the
+        set's version, so a computation that raced with another commit is rejected and redone.
+        """
+        async with self._set_lock(broker_name):
             for _ in range(3):
                 self.require_serving()
                 view = self.liveness()
 
-                def run(state: ControllerState, version: int, live: LivenessView = view) -> tuple[Result, int]:
-                    return compute(state, live), version
+                def run(state: ControllerState, live: LivenessView = view) -> Result:
+                    return compute(state, live)
 
-                result, version = self.machine.read(run)
+                result, version = self.machine.read_for_set(broker_name, run)
                 if not result.events:
                     return result
                 batch = Batch(
-                    str(uuid.uuid4()),
-                    self.node.term(),
-                    wall_ms(),
-                    self.settings.node_id,
-                    version,
-                    result.events,
-                    kind,
-                    reason,
+                    batch_id=str(uuid.uuid4()),
+                    term=self.node.term(),
+                    ts_ms=wall_ms(),
+                    leader=self.settings.node_id,
+                    expect_version=version,
+                    events=result.events,
+                    request=kind,
+                    reason=reason,
+                    broker_name=broker_name,
                 )
                 outcome = await self.bridge.commit(self.node, batch, timeout=self.settings.raft.commit_timeout)
                 if outcome["applied"]:
                     return result
             raise ControllerError(ResponseCode.SYSTEM_ERROR, f"{kind}: the state kept changing during commit; retry")
+
+    @contextlib.asynccontextmanager
+    async def _set_lock(self, broker_name: str) -> AsyncIterator[None]:
+        lock, users = self._set_locks.get(broker_name, (asyncio.Lock(), 0))
+        self._set_locks[broker_name] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._set_locks[broker_name]
+            if users <= 1:
+                del self._set_locks[broker_name]
+            else:
+                self._set_locks[broker_name] = (lock, users - 1)
 
     # ---- elections ---------------------------------------------------------------------------------
     def trigger_elect(self, broker_name: str, reason: str) -> None:
@@ -252,6 +273,7 @@ class ControllerService:
             result = await self.write(
                 "elect-master",
                 lambda s, live: core.elect_master(s, req, live, enable_elect_unclean_master=unclean),
+                broker_name=req.broker_name,
                 reason=reason,
             )
         except ControllerError:

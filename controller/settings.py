@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 ADDRESS = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$")
 
@@ -135,7 +135,9 @@ class ControllerSettings(BaseSettings):
     """This node's id; must be one of `peers`."""
     group: str = "brokergroup-controller"
     """Controller group name, shown by get-controller-metadata."""
-    peers: list[Peer] = Field(default_factory=lambda: [Peer(id="n0", raft="127.0.0.1:9877", api="127.0.0.1:9878")])
+    peers: Annotated[list[Peer], NoDecode] = Field(
+        default_factory=lambda: [Peer(id="n0", raft="127.0.0.1:9877", api="127.0.0.1:9878")]
+    )
     """Every node of the group, this one included: `n0=raft_host:port,api_host:port;n1=...`."""
     data_dir: Path = Path("data/controller")
     """Raft journal, snapshots and event log live here."""

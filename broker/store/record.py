@@ -29,7 +29,8 @@ producer fields are -1, properties are empty, and the body is `offset:i64 (>=0) 
 (1..255 bytes)`.
 
 A *blank* (magic "BGL0") pads the rest of a segment so that records never span segments: its
-bytes after the header are zero and CRC-covered like a record's. It is at least 12 bytes long.
+bytes after the header are written as zeros and CRC-covered like a record's; it is at least 12
+bytes long.
 
 `decode_record` tells apart a tail that is merely incomplete (`Torn`: the bytes so far are a
 plausible prefix) from damage (`Corrupt`: bad magic, impossible length, CRC mismatch, or fields

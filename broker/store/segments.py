@@ -28,6 +28,7 @@ called with each `STEP_*` name as the step completes; raising from it simulates 
 
 from __future__ import annotations
 
+import abc
 import bisect
 import logging
 import os
@@ -35,7 +36,7 @@ import re
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, Self
 
 from brokergroup.broker.errors import CorruptLogError, InvalidRecordError, StoreError
 from brokergroup.broker.store.record import (
@@ -68,8 +69,12 @@ Chunk = tuple[int, int, bytes]
 """(segment start, position in the segment, bytes) to write."""
 
 
-class _SegmentedLog:
-    """Placement, reads and validation shared by `CommitLog` and `MemoryLog`; storage is theirs."""
+class SegmentedLog(abc.ABC):
+    """The interface of both logs. Placement, reads and validation live here; storage below.
+
+    Not thread-safe: one owner calls it. Sizes: `max_body` bounds a record's body (record.py);
+    a record must also fit in one segment.
+    """
 
     def __init__(self, *, segment_size: int, max_body: int) -> None:
         if segment_size < MIN_SEGMENT_SIZE:
@@ -82,30 +87,37 @@ class _SegmentedLog:
         self._flushed = 0
 
     # -- storage, provided by subclasses
-    def _create(self, start: int) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _create(self, start: int) -> None: ...
 
-    def _pwrite(self, index: int, position: int, data: bytes) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _pwrite(self, index: int, position: int, data: bytes) -> None: ...
 
-    def _pread(self, index: int, position: int, size: int) -> bytes:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _pread(self, index: int, position: int, size: int) -> bytes: ...
 
-    def _seal(self, index: int) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _seal(self, index: int) -> None: ...
 
+    @abc.abstractmethod
     def _cut(self, offset: int) -> None:
         """Drop everything at and after `offset` from storage and from `_starts`/`_sizes`."""
-        raise NotImplementedError
 
-    def _drop_all(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _drop_all(self) -> None: ...
 
-    def flush(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def flush(self) -> None: ...
 
+    @abc.abstractmethod
     def close(self) -> None:
-        """Release files; the in-memory log has none."""
+        """Release the log's files."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     # -- public interface
     @property
@@ -143,7 +155,7 @@ class _SegmentedLog:
                 raise InvalidRecordError(f"record of {len(record)} bytes exceeds segment_size={self.segment_size}")
         start, used = self._tail()
         chunks: list[Chunk] = []
-        placed = []
+        placed: list[tuple[int, int]] = []
         for record in records:
             if not self._fits(used, len(record)):
                 if used < self.segment_size:
@@ -255,7 +267,7 @@ class _SegmentedLog:
         self._flushed = min(self._flushed, offset)
 
 
-class MemoryLog(_SegmentedLog):
+class MemoryLog(SegmentedLog):
     """The commit log in memory, same placement and offsets; for replication tests."""
 
     def __init__(self, *, segment_size: int = DEFAULT_SEGMENT_SIZE, max_body: int = DEFAULT_MAX_BODY) -> None:
@@ -286,8 +298,11 @@ class MemoryLog(_SegmentedLog):
     def flush(self) -> None:
         self._flushed = self.max_offset
 
+    def close(self) -> None:
+        pass
 
-class CommitLog(_SegmentedLog):
+
+class CommitLog(SegmentedLog):
     """The commit log in `directory`, recovered on open (see the module docstring)."""
 
     def __init__(
@@ -315,8 +330,7 @@ class CommitLog(_SegmentedLog):
         return self.directory / f"{start:020d}"
 
     def _open(self, *, verify_all: bool) -> None:
-        for temp in self.directory.glob("*.tmp"):
-            temp.unlink()
+        self._marker.with_name(MARKER_NAME + ".tmp").unlink(missing_ok=True)  # torn marker write
         for path in sorted(p for p in self.directory.iterdir() if _SEGMENT_NAME.fullmatch(p.name)):
             self._fds.append(os.open(path, os.O_RDWR))
             self._starts.append(int(path.name))
@@ -470,9 +484,3 @@ class CommitLog(_SegmentedLog):
         for fd in self._fds:
             os.close(fd)
         self._fds = []
-
-    def __enter__(self) -> CommitLog:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource
+from pydantic_settings import SettingsError as SourceError
 
 T = TypeVar("T", bound=BaseSettings)
 
@@ -75,6 +76,8 @@ def load_settings(cls: type[T], *, config_file: Path | None = None, flags: Mappi
         return cls.model_validate(layered.model_dump())
     except ValidationError as exc:
         raise SettingsError(explain(exc)) from exc
+    except SourceError as exc:  # an environment variable that is not valid JSON for a nested group
+        raise SettingsError(f"invalid settings: {exc}") from exc
 
 
 def nested(flat: Mapping[str, Any]) -> dict[str, Any]:

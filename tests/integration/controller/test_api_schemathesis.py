@@ -9,10 +9,8 @@ and invalid data refused with a 4xx.
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import hypothesis
@@ -28,8 +26,19 @@ from tests.integration.conftest import ADMIN_TOKEN
 pytestmark = pytest.mark.integration
 
 GUARDED = ["update-config", "clean-broker-data", "elect-master"]
+
+
+def not_a_server_error(ctx: Any, response: Any, case: Any) -> bool | None:
+    """schemathesis' check, less one documented 5xx: an election with brokerId -1 ("controller-
+    triggered") that finds no live replica answers CONTROLLER_MASTER_NOT_AVAILABLE, mapped to 503."""
+    if response.status_code == 503 and case.path == "/v1/elect-master" and response.json()["code"] == 2004:
+        return None
+    result: bool | None = checks.not_a_server_error(ctx, response, case)
+    return result
+
+
 CHECKS = [
-    checks.not_a_server_error,
+    not_a_server_error,
     checks.status_code_conformance,
     checks.content_type_conformance,
     checks.response_schema_conformance,
@@ -96,8 +105,15 @@ def test_api_conforms_to_its_document_with_token(case: Any, base_url: str) -> No
 @SETTINGS
 def test_guarded_operations_refuse_requests_without_token(case: Any, base_url: str) -> None:
     response = case.call_and_validate(base_url=base_url, checks=CHECKS)
+    if case.method.upper() != "POST":  # schemathesis also probes methods the path does not have
+        assert response.status_code == 405, response.text
+        return
     body = case.body if isinstance(case.body, dict) else {}
-    needs_token = case.operation.definition.raw["operationId"] != "elect-master" or body.get("designateElect") is True
-    if needs_token and response.status_code != 400:
+    if case.path == "/v1/elect-master":
+        # the body is validated first; the token is needed only for a designated election
+        if response.status_code != 400:
+            assert (response.status_code == 401) is (body.get("designateElect") is True), response.text
+    else:
         assert response.status_code == 401, response.text
-        assert json.loads(response.text)["code"] == 16
+    if response.status_code == 401:
+        assert response.json()["code"] == 16

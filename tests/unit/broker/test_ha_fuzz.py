@@ -79,7 +79,7 @@ def drain(decoder: SlaveFrameDecoder | MasterFrameDecoder, pieces: list[bytes]) 
     return frames
 
 
-@settings(max_examples=150)
+@settings(max_examples=150, deadline=None)
 @given(frames=st.lists(slave_frames, max_size=10), cuts=st.lists(st.integers(0, 10**6), max_size=20))
 def test_slave_frames_round_trip_in_any_chunking(frames: list[SlaveFrame], cuts: list[int]) -> None:
     data = b"".join(encode(f) for f in frames)
@@ -88,7 +88,7 @@ def test_slave_frames_round_trip_in_any_chunking(frames: list[SlaveFrame], cuts:
     assert decoder.buffered == 0
 
 
-@settings(max_examples=150)
+@settings(max_examples=150, deadline=None)
 @given(frames=st.lists(master_frames, max_size=6), cuts=st.lists(st.integers(0, 10**6), max_size=20))
 def test_master_frames_round_trip_in_any_chunking(frames: list[MasterFrame], cuts: list[int]) -> None:
     data = b"".join(encode(f) for f in frames)
@@ -105,7 +105,7 @@ def decode_anything(decoder: SlaveFrameDecoder | MasterFrameDecoder, pieces: lis
     assert all(isinstance(f, SlaveFrame | MasterFrame) for f in frames)
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(
     prefix=st.lists(slave_frames, max_size=3),
     junk=st.binary(max_size=200),
@@ -116,7 +116,7 @@ def test_slave_decoder_takes_any_bytes(prefix: list[SlaveFrame], junk: bytes, cu
     decode_anything(SlaveFrameDecoder(), chunks(data, cuts))
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(
     prefix=st.lists(master_frames, max_size=2),
     junk=st.binary(max_size=200),
@@ -127,7 +127,7 @@ def test_master_decoder_takes_any_bytes(prefix: list[MasterFrame], junk: bytes, 
     decode_anything(MasterFrameDecoder(max_transfer_body=1024, max_handshake_entries=16), chunks(data, cuts))
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(frame=master_frames, position=st.integers(0, 10**6), value=st.integers(0, 255))
 def test_master_decoder_survives_a_flipped_byte(frame: MasterFrame, position: int, value: int) -> None:
     data = bytearray(encode(frame))

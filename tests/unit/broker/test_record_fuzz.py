@@ -37,7 +37,7 @@ def records(draw: st.DrawFn) -> tuple[dict[str, object], bytes]:
     return fields, encode_record(**fields)  # type: ignore[arg-type]
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(record=records())
 def test_records_round_trip(record: tuple[dict[str, object], bytes]) -> None:
     fields, data = record
@@ -54,14 +54,14 @@ def test_records_round_trip(record: tuple[dict[str, object], bytes]) -> None:
     assert decoded.properties == fields["properties"]
 
 
-@settings(max_examples=400)
+@settings(max_examples=400, deadline=None)
 @given(data=st.binary(max_size=400), offset=st.integers(0, 400))
 def test_any_bytes_decode_to_a_documented_result(data: bytes, offset: int) -> None:
     offset = min(offset, len(data))
     assert isinstance(decode_record(data, offset), DecodedRecord | Blank | Torn | Corrupt)
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(record=records(), junk=st.binary(max_size=50), position=st.integers(0, 10**6), value=st.integers(0, 255))
 def test_a_changed_byte_is_never_accepted(
     record: tuple[dict[str, object], bytes], junk: bytes, position: int, value: int
@@ -74,14 +74,14 @@ def test_a_changed_byte_is_never_accepted(
     assert isinstance(result, Torn | Corrupt)
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(record=records(), cut=st.integers(0, 10**6))
 def test_every_strict_prefix_is_torn(record: tuple[dict[str, object], bytes], cut: int) -> None:
     data = record[1]
     assert isinstance(decode_record(data[: cut % len(data)]), Torn)
 
 
-@settings(max_examples=50)
+@settings(max_examples=50, deadline=None)
 @given(size=st.integers(12, 5000))
 def test_blanks_round_trip(size: int) -> None:
     assert decode_record(encode_blank(size)) == Blank(0, size)
