@@ -112,6 +112,13 @@ async def errors_and_metrics(request: web.Request, handler: Handler) -> web.Stre
         if "Allow" in exc.headers:
             detail += f" (allowed: {exc.headers['Allow']})"
         return error_response(ControllerError(code, f"{request.method} {request.path}: {detail}"), status=exc.status)
+    except Exception:
+        status = "SYSTEM_ERROR"
+        logger.exception("unexpected error in %s %s", request.method, request.path)
+        internal = ControllerError(
+            ResponseCode.SYSTEM_ERROR, f"{request.method} {request.path}: internal error, see the log"
+        )
+        return error_response(internal)
     finally:
         service.metrics.requests.labels(kind, status).inc()
         service.metrics.request_seconds.labels(kind).observe(time.perf_counter() - started)

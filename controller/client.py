@@ -34,7 +34,7 @@ def error_from_body(status: int, body: bytes) -> ControllerError:
         data.pop("name", None)
         remark = str(data.pop("remark", ""))
         return ControllerError(code, remark, data)
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         return ControllerError(ResponseCode.SYSTEM_ERROR, f"HTTP {status}: {body[:200]!r}")
 
 
@@ -91,7 +91,11 @@ class ControllerClient:
                 ) as response:
                     raw = await response.read()
                     if response.status >= 400:
-                        raise error_from_body(response.status, raw)
+                        error = error_from_body(response.status, raw)
+                        if error.code == ResponseCode.CONTROLLER_NOT_LEADER and addr != order[-1]:
+                            errors.append(f"{addr}: {error.remark}")
+                            continue  # this node knows no leader yet; another may
+                        raise error
                     if address is None:
                         self._preferred = self.addresses.index(addr)
                     return json.loads(raw) if raw else {}

@@ -14,6 +14,7 @@ import collections
 import contextlib
 import json
 import logging
+import re
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -33,10 +34,15 @@ class EventLogWriter:
         if files:
             self._drop_torn_tail(files[-1])
         self._seq = int(files[-1].stem.rsplit("-", 1)[1]) if files else 0
-        self.last_index = max((self._max_index(f) for f in files[-2:]), default=0)
+        self.last_index = 0
+        self._last_ids: set[str] = set()
+        """eventIds already on disk at `last_index` (a batch may hold several events)."""
+        for path in files[-2:]:
+            self._note_written(path)
 
     def files(self) -> list[Path]:
-        return sorted(self._dir.glob(f"events-{self._node}-*.jsonl"))
+        pattern = re.compile(rf"events-{re.escape(self._node)}-[0-9]{{6,}}\.jsonl")
+        return sorted(p for p in self._dir.iterdir() if pattern.fullmatch(p.name))
 
     @staticmethod
     def _drop_torn_tail(path: Path) -> None:
@@ -49,18 +55,30 @@ class EventLogWriter:
             with path.open("r+b") as f:
                 f.truncate(end)
 
-    @staticmethod
-    def _max_index(path: Path) -> int:
-        best = 0
+    def _note_written(self, path: Path) -> None:
         with path.open("rb") as f:
             for line in f:
                 try:
-                    index = json.loads(line).get("index")
+                    record = json.loads(line)
                 except ValueError:
-                    continue  # a torn last line after a crash; the record is re-applied and rewritten
-                if isinstance(index, int):
-                    best = max(best, index)
-        return best
+                    continue
+                self._remember(record)
+
+    def _remember(self, record: dict[str, Any]) -> None:
+        index = record.get("index")
+        if record.get("source") != "raft" or not isinstance(index, int):
+            return
+        if index > self.last_index:
+            self.last_index = index
+            self._last_ids = set()
+        if index == self.last_index:
+            self._last_ids.add(str(record.get("eventId")))
+
+    def _written(self, record: dict[str, Any]) -> bool:
+        index = record.get("index")
+        if record.get("source") != "raft" or not isinstance(index, int):
+            return False
+        return index < self.last_index or (index == self.last_index and record.get("eventId") in self._last_ids)
 
     def _current(self) -> Path:
         path = self._dir / f"events-{self._node}-{self._seq:06d}.jsonl"
@@ -70,21 +88,15 @@ class EventLogWriter:
         return path
 
     def append(self, records: Iterable[dict[str, Any]]) -> None:
+        """Append records; raft records already on disk (re-applied after a restart) are skipped."""
         with self._lock:
-            lines = []
-            newest = self.last_index
-            for record in records:
-                index = record.get("index")
-                if record.get("source") == "raft" and isinstance(index, int):
-                    if index <= self.last_index:
-                        continue  # re-applied from the journal after a restart: already on disk
-                    newest = max(newest, index)
-                lines.append(json.dumps({**record, "node": self._node}, separators=(",", ":")) + "\n")
-            if not lines:
+            fresh = [{**r, "node": self._node} for r in records if not self._written(r)]
+            if not fresh:
                 return
             with self._current().open("a", encoding="utf-8") as f:
-                f.writelines(lines)
-            self.last_index = newest
+                f.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in fresh)
+            for record in fresh:
+                self._remember(record)
 
 
 class EventFeed:

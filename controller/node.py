@@ -35,12 +35,13 @@ async def run_node(settings: ControllerSettings, *, stop: asyncio.Event | None =
     first = [True]
 
     def on_applied(applied: Applied) -> None:  # runs on pysyncobj's thread
-        if applied.records:
-            event_log.append(applied.records)
+        records = [{**r, "node": settings.node_id} for r in applied.records]
+        if records:
+            event_log.append(records)
         if first[0] and had_snapshot:
             bridge.call_soon(feed.note_gap, applied.index - 1)
         first[0] = False
-        bridge.call_soon(feed.publish, applied.index, applied.records)
+        bridge.call_soon(feed.publish, applied.index, records)
 
     machine = StateMachine(on_applied)
     node = RaftNode(settings, machine, build_conf(settings, on_state_changed=lambda _old, _new: None))

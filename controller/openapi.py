@@ -10,6 +10,7 @@ when the committed file differs from `build_openapi()`.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from pathlib import Path
@@ -46,8 +47,11 @@ class Operation:
     name: str
     """operationId; the same as the aiohttp route name in `api.ROUTES`."""
     summary: str
-    responses: dict[str, dict[str, Any]]
-    """Success responses by status code; the `default` error response is added to every operation."""
+    response: type[BaseModel] | None = None
+    """The JSON body of a 200 response, when it is a model."""
+    response_description: str = "Success."
+    responses: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    """Other responses by status code; `default` (the error) is added to every operation."""
     request: type[BaseModel] | str | None = None
     """The JSON request body, when there is one: a model, or the name of a hand-written schema."""
     parameters: tuple[dict[str, Any], ...] = ()
@@ -56,10 +60,6 @@ class Operation:
     leader_only: bool = False
     """Answered by the serving leader; a follower forwards the request once."""
     description: str = ""
-
-
-def model_ok(model: type[BaseModel], description: str = "Success.") -> dict[str, dict[str, Any]]:
-    return {"200": ok(description, ref(model.__name__))}
 
 
 def query(name: str, schema: dict[str, Any], description: str, *, required: bool = False) -> dict[str, Any]:
@@ -163,7 +163,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/broker/next-id",
         "next-id",
         "CONTROLLER_GET_NEXT_BROKER_ID: the broker id the controller would assign next.",
-        model_ok(protocol.NextIdResponse),
+        response=protocol.NextIdResponse,
         request=protocol.NextIdRequest,
         leader_only=True,
     ),
@@ -172,7 +172,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/broker/apply-id",
         "apply-id",
         "CONTROLLER_APPLY_BROKER_ID: claim a broker id for a broker address.",
-        model_ok(protocol.ApplyIdResponse),
+        response=protocol.ApplyIdResponse,
         request=protocol.ApplyIdRequest,
         leader_only=True,
     ),
@@ -181,7 +181,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/broker/register",
         "register",
         "CONTROLLER_REGISTER_BROKER: register a broker and learn its set's master.",
-        model_ok(protocol.RegisterResponse),
+        response=protocol.RegisterResponse,
         request=protocol.RegisterRequest,
         leader_only=True,
     ),
@@ -190,7 +190,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/broker/heartbeat",
         "heartbeat",
         "BROKER_HEARTBEAT: one heartbeat, to this node (brokers heartbeat every node).",
-        model_ok(protocol.EmptyResponse),
+        response=protocol.EmptyResponse,
         request=protocol.HeartbeatRequest,
     ),
     Operation(
@@ -198,7 +198,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/broker/heartbeat-stream",
         "heartbeat-stream",
         "Heartbeats over a WebSocket; closing it marks the broker inactive.",
-        {"101": {"description": "Switching Protocols: the WebSocket is open. " + HEARTBEAT_STREAM}},
+        responses={"101": {"description": "Switching Protocols: the WebSocket is open. " + HEARTBEAT_STREAM}},
         description=HEARTBEAT_STREAM,
     ),
     Operation(
@@ -206,7 +206,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/elect-master",
         "elect-master",
         "CONTROLLER_ELECT_MASTER: elect a master for a broker set.",
-        model_ok(protocol.ElectMasterResponse),
+        response=protocol.ElectMasterResponse,
         request=protocol.ElectMasterRequest,
         admin="designate",
         leader_only=True,
@@ -222,7 +222,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/alter-sync-state-set",
         "alter-sync-state-set",
         "CONTROLLER_ALTER_SYNC_STATE_SET: the master changes its sync-state-set.",
-        model_ok(protocol.AlterSyncStateSetResponse),
+        response=protocol.AlterSyncStateSetResponse,
         request=protocol.AlterSyncStateSetRequest,
         leader_only=True,
     ),
@@ -231,7 +231,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/replica-info",
         "replica-info",
         "CONTROLLER_GET_REPLICA_INFO: master and sync-state-set of one broker set.",
-        model_ok(protocol.ReplicaInfoResponse),
+        response=protocol.ReplicaInfoResponse,
         parameters=(query("brokerName", {"type": "string", "minLength": 1}, "The broker set.", required=True),),
         leader_only=True,
     ),
@@ -240,7 +240,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/sync-state-data",
         "sync-state-data",
         "CONTROLLER_GET_SYNC_STATE_DATA: replicas and their liveness, per broker set.",
-        model_ok(protocol.SyncStateDataResponse),
+        response=protocol.SyncStateDataResponse,
         request=protocol.SyncStateDataRequest,
         leader_only=True,
     ),
@@ -249,14 +249,14 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/metadata",
         "metadata",
         "CONTROLLER_GET_METADATA_INFO: the controller group and its leader.",
-        model_ok(protocol.MetadataResponse),
+        response=protocol.MetadataResponse,
     ),
     Operation(
         "POST",
         "/v1/clean-broker-data",
         "clean-broker-data",
         "CLEAN_BROKER_DATA: forget brokers of a set (all of them, or the ids given).",
-        model_ok(protocol.EmptyResponse),
+        response=protocol.EmptyResponse,
         request=protocol.CleanBrokerDataRequest,
         admin="always",
         leader_only=True,
@@ -266,17 +266,17 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/config",
         "get-config",
         "GET_CONTROLLER_CONFIG: this node's RocketMQ ControllerConfig keys (node-local).",
-        model_ok(RocketMQConfig, "The node's current config, key -> value."),
+        response=RocketMQConfig,
+        response_description="The node's current config, key -> value.",
     ),
     Operation(
         "POST",
         "/v1/config",
         "update-config",
         "UPDATE_CONTROLLER_CONFIG: change config keys on this node only; black-listed keys are refused.",
-        {
-            **model_ok(RocketMQConfig, "The node's config after the change, key -> value."),
-            "403": {"$ref": "#/components/responses/Forbidden"},
-        },
+        response=RocketMQConfig,
+        response_description="The node's config after the change, key -> value.",
+        responses={"403": {"$ref": "#/components/responses/Forbidden"}},
         request="ConfigUpdate",
         admin="always",
     ),
@@ -285,7 +285,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/events",
         "events",
         "Long-poll of committed controller events, for the operator.",
-        {"200": ok("Events after `after`, possibly none when `waitSeconds` ran out.", ref("EventsResponse"))},
+        responses={"200": ok("Events after `after`, possibly none when `waitSeconds` ran out.", ref("EventsResponse"))},
         parameters=(
             query(
                 "after",
@@ -299,26 +299,40 @@ OPERATIONS: tuple[Operation, ...] = (
             ),
         ),
     ),
-    Operation("GET", "/v1/status", "status", "This node's Raft status.", {"200": ok("Status.", ref("StatusResponse"))}),
     Operation(
-        "GET", "/v1/state", "state", "This node's replicated state.", {"200": ok("State.", ref("StateResponse"))}
+        "GET",
+        "/v1/status",
+        "status",
+        "This node's Raft status.",
+        responses={"200": ok("Status.", ref("StatusResponse"))},
+    ),
+    Operation(
+        "GET",
+        "/v1/state",
+        "state",
+        "This node's replicated state.",
+        responses={"200": ok("State.", ref("StateResponse"))},
     ),
     Operation(
         "GET",
         "/v1/openapi.json",
         "openapi",
         "This document.",
-        {"200": ok("The OpenAPI 3.1 document.", {"type": "object"})},
+        responses={"200": ok("The OpenAPI 3.1 document.", {"type": "object"})},
     ),
     Operation(
-        "GET", "/healthz", "healthz", "Liveness: the process answers.", {"200": ok("Alive.", ref("HealthResponse"))}
+        "GET",
+        "/healthz",
+        "healthz",
+        "Liveness: the process answers.",
+        responses={"200": ok("Alive.", ref("HealthResponse"))},
     ),
     Operation(
         "GET",
         "/readyz",
         "readyz",
         "Readiness: a Raft leader is known.",
-        {
+        responses={
             "200": ok("A leader is known.", ref("ReadyResponse")),
             "503": ok("No leader is known.", ref("ReadyResponse")),
         },
@@ -328,7 +342,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "/metrics",
         "metrics",
         "Prometheus metrics of this node.",
-        {
+        responses={
             "200": {
                 "description": "Prometheus text exposition format.",
                 "content": {"text/plain": {"schema": {"type": "string"}}},
@@ -356,12 +370,12 @@ RESPONSES: dict[str, dict[str, Any]] = {
 def model_schemas(operations: tuple[Operation, ...]) -> dict[str, Any]:
     """JSON schemas of every model the operations name (requests validated, responses serialized)."""
     wanted: list[tuple[type[BaseModel], JsonSchemaMode]] = [(protocol.ErrorResponse, "serialization")]
-    wanted += [(op.request, "validation") for op in operations if isinstance(op.request, type)]
-    response_models = [protocol.NextIdResponse, protocol.ApplyIdResponse, protocol.RegisterResponse]
-    response_models += [protocol.EmptyResponse, protocol.ElectMasterResponse, protocol.AlterSyncStateSetResponse]
-    response_models += [protocol.ReplicaInfoResponse, protocol.SyncStateDataResponse, protocol.MetadataResponse]
-    wanted += [(model, "serialization") for model in [*response_models, RocketMQConfig]]
-    keys, document = models_json_schema(wanted, by_alias=True, ref_template=REF)
+    for op in operations:
+        if isinstance(op.request, type):
+            wanted.append((op.request, "validation"))
+        if op.response is not None:
+            wanted.append((op.response, "serialization"))
+    keys, document = models_json_schema(list(dict.fromkeys(wanted)), by_alias=True, ref_template=REF)
     for (model, _mode), schema in keys.items():
         if schema != ref(model.__name__):
             raise ValueError(f"{model.__name__} would be published as {schema}; give it a schema of its own")
@@ -385,6 +399,8 @@ def operation_object(op: Operation) -> dict[str, Any]:
         name = op.request if isinstance(op.request, str) else op.request.__name__
         item["requestBody"] = {"required": True, "content": json_content(ref(name))}
     responses = {**op.responses, "default": {"$ref": "#/components/responses/Error"}}
+    if op.response is not None:
+        responses["200"] = ok(op.response_description, ref(op.response.__name__))
     if op.admin is not None:
         responses["401"] = {"$ref": "#/components/responses/Unauthorized"}
         # `{}` first: without designateElect no token is needed; with it, the bearer token is.
@@ -394,11 +410,11 @@ def operation_object(op: Operation) -> dict[str, Any]:
 
 
 def build_openapi() -> dict[str, Any]:
-    """The OpenAPI 3.1 document of every route the controller serves."""
+    """The OpenAPI 3.1 document of every route the controller serves (a fresh copy on every call)."""
     paths: dict[str, dict[str, Any]] = {}
     for op in OPERATIONS:
         paths.setdefault(op.path, {})[op.method.lower()] = operation_object(op)
-    return {
+    document = {
         "openapi": "3.1.0",
         "info": {
             "title": "brokergroup controller",
@@ -420,6 +436,7 @@ def build_openapi() -> dict[str, Any]:
             },
         },
     }
+    return copy.deepcopy(document)
 
 
 def render(document: dict[str, Any]) -> str:

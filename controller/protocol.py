@@ -57,7 +57,8 @@ class HeartbeatRequest(Message):
     cluster_name: Name
     broker_name: Name
     broker_addr: Address
-    broker_id: BrokerId | None = None
+    broker_id: BrokerId
+    """Required on the wire; the heartbeat table also refuses a missing id as RocketMQ does."""
     epoch: Annotated[int, Field(ge=-1, le=INT32_MAX)] = -1
     max_offset: Offset = -1
     confirm_offset: Offset = -1

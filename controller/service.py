@@ -331,7 +331,10 @@ class ControllerService:
             if key not in known:
                 raise ControllerError(ResponseCode.CONTROLLER_INVALID_REQUEST, f"unknown config key {key!r}")
         if any(key in self.config.black_list() for key in changes):
-            raise ControllerError(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+            refused = sorted(key for key in changes if key in self.config.black_list())
+            raise ControllerError(
+                ResponseCode.NO_PERMISSION, f"Can not update config in black list. ({', '.join(refused)})"
+            )
         try:
             updated = RocketMQConfig.model_validate({**self.config.model_dump(by_alias=True), **changes})
         except ValidationError as exc:

@@ -18,6 +18,7 @@ from typing import Any
 from brokergroup.bench.stats import machine, summarize
 from brokergroup.controller import protocol
 from brokergroup.controller.client import ControllerClient
+from brokergroup.controller.codes import ControllerError
 from brokergroup.local.controllers import ControllerGroup
 from brokergroup.local.ports import free_ports
 
@@ -32,16 +33,17 @@ def add_parser(kinds: Any) -> None:
     p.add_argument("--ops", type=int, default=2000, help="operations per measured request type")
     p.add_argument("--concurrency", type=int, default=8, help="requests in flight")
     p.add_argument("--sets", type=int, default=8, help="broker sets for alter/elect (one in flight per set)")
+    p.add_argument("--failovers", type=int, default=5, help="kill -9 the leader this many times and time the failover")
     p.add_argument("--out", type=Path, help="also write the JSON here")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    for name in ("ops", "concurrency", "sets"):
+    for name in ("ops", "concurrency", "sets", "failovers"):
         if getattr(args, name) < 1:
             print(f"brokergroup bench controller: --{name} must be at least 1", file=sys.stderr)
             return 2
-    result = asyncio.run(bench(ops=args.ops, concurrency=args.concurrency, sets=args.sets))
+    result = asyncio.run(bench(ops=args.ops, concurrency=args.concurrency, sets=args.sets, failovers=args.failovers))
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:
@@ -104,7 +106,7 @@ async def per_set(sets: int, ops: int, body: Callable[[str, int], Awaitable[floa
     return summarize(latencies, time.perf_counter() - begin)
 
 
-async def bench_group(*, ops: int, concurrency: int, sets: int) -> dict[str, Any]:
+async def bench_group(*, ops: int, concurrency: int, sets: int, failovers: int) -> dict[str, Any]:
     token = secrets.token_urlsafe(16)
     with tempfile.TemporaryDirectory(prefix="bg-bench-") as tmp:
         group = ControllerGroup(Path(tmp), admin_token=token, extra_args=["--log-level", "WARNING"])
@@ -162,9 +164,43 @@ async def bench_group(*, ops: int, concurrency: int, sets: int) -> dict[str, Any
                     return time.perf_counter() - started
 
                 elect_result = await per_set(sets, max(sets, ops // 2), elect)
+            failover = await leader_failovers(group, failovers)
         finally:
             group.stop_all()
-    return {"heartbeat": heartbeat, "alter_sync_state_set": alter_result, "elect_master": elect_result}
+    return {
+        "heartbeat": heartbeat,
+        "alter_sync_state_set": alter_result,
+        "elect_master": elect_result,
+        "leader_failover": failover,
+    }
+
+
+async def rejoined(group: ControllerGroup, index: int, timeout: float = 30.0) -> None:
+    """Wait until a restarted node follows a leader again."""
+    deadline = time.monotonic() + timeout
+    async with group.client(timeout=2.0) as client:
+        while time.monotonic() < deadline:
+            try:
+                if (await client.status(address=group.nodes[index].api)).get("leaderId"):
+                    return
+            except ControllerError:
+                pass
+            await asyncio.sleep(0.05)
+    raise TimeoutError(f"node {group.nodes[index].node_id} did not rejoin within {timeout} s")
+
+
+async def leader_failovers(group: ControllerGroup, trials: int) -> dict[str, Any]:
+    """kill -9 the serving leader; time until another node serves; restart the killed node."""
+    times: list[float] = []
+    for _ in range(trials):
+        leader = await group.leader()
+        killed_at = time.perf_counter()
+        group.kill(leader)
+        await group.leader(exclude={leader})
+        times.append(time.perf_counter() - killed_at)
+        group.start(leader)
+        await rejoined(group, leader)
+    return summarize(times, sum(times))
 
 
 def raft_baseline(*, ops: int, concurrency: int) -> dict[str, Any]:
@@ -210,15 +246,16 @@ def raft_baseline(*, ops: int, concurrency: int) -> dict[str, Any]:
     return result
 
 
-async def bench(*, ops: int, concurrency: int, sets: int) -> dict[str, Any]:
-    api = await bench_group(ops=ops, concurrency=concurrency, sets=sets)
+async def bench(*, ops: int, concurrency: int, sets: int, failovers: int) -> dict[str, Any]:
+    api = await bench_group(ops=ops, concurrency=concurrency, sets=sets, failovers=failovers)
     baseline = await asyncio.to_thread(raft_baseline, ops=ops, concurrency=concurrency)
     return {
         "benchmark": "controller",
         "machine": machine(),
-        "params": {"ops": ops, "concurrency": concurrency, "sets": sets, "nodes": 3},
+        "params": {"ops": ops, "concurrency": concurrency, "sets": sets, "failovers": failovers, "nodes": 3},
         "results": api,
         "baseline": {"pysyncobj_replicated_counter": baseline},
-        "notes": "heartbeat is node-local (no Raft); alter/elect commit through Raft and run one at a time "
-        "on the leader; elect includes role-change pushes to (absent) brokers",
+        "notes": "heartbeat is node-local (no Raft); alter/elect commit through Raft, one request at a time per "
+        "broker set; elect includes role-change pushes to (absent) brokers; leader_failover is kill -9 of the "
+        "leader until another node serves (its barrier committed), default pysyncobj timeouts 0.4-1.4 s",
     }

@@ -19,9 +19,19 @@ ADMIN_TOKEN = "integration-admin-token"
 
 @pytest.fixture
 def controller_group(tmp_path: Path) -> Iterator[ControllerGroup]:
-    group = ControllerGroup(tmp_path / "controllers", admin_token=ADMIN_TOKEN, password=secrets.token_urlsafe(16),
-                            extra_args=["--log-level", "INFO", "--set", "rocketmq.scanInactiveMasterInterval=500",
-                                        "--set", "rocketmq.scanNotActiveBrokerInterval=500"])
+    group = ControllerGroup(
+        tmp_path / "controllers",
+        admin_token=ADMIN_TOKEN,
+        password=secrets.token_urlsafe(16),
+        extra_args=[
+            "--log-level",
+            "INFO",
+            "--set",
+            "rocketmq.scanInactiveMasterInterval=500",
+            "--set",
+            "rocketmq.scanNotActiveBrokerInterval=500",
+        ],
+    )
     group.start_all()
     try:
         yield group

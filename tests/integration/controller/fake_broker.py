@@ -19,6 +19,11 @@ from brokergroup.controller import protocol
 from brokergroup.controller.client import HeartbeatStream
 
 
+def append_line(path: Path, line: str) -> None:
+    with path.open("a") as f:
+        f.write(line)
+
+
 async def main(argv: list[str]) -> None:
     cluster, name, broker_id, port, timeout_ms, notify_file, *controllers = argv
     address = f"127.0.0.1:{port}"
@@ -26,8 +31,8 @@ async def main(argv: list[str]) -> None:
 
     async def role_change(request: web.Request) -> web.Response:
         body = await request.json()
-        with notifications.open("a") as f:
-            f.write(json.dumps(body) + "\n")
+        line = json.dumps(body) + "\n"
+        await asyncio.to_thread(append_line, notifications, line)
         return web.json_response({})
 
     app = web.Application()
@@ -36,8 +41,13 @@ async def main(argv: list[str]) -> None:
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", int(port)).start()
     beat = protocol.HeartbeatRequest(
-        cluster_name=cluster, broker_name=name, broker_addr=address, broker_id=int(broker_id),
-        epoch=1, max_offset=100 * int(broker_id), heartbeat_timeout_mills=int(timeout_ms),
+        cluster_name=cluster,
+        broker_name=name,
+        broker_addr=address,
+        broker_id=int(broker_id),
+        epoch=1,
+        max_offset=100 * int(broker_id),
+        heartbeat_timeout_mills=int(timeout_ms),
     )
     async with aiohttp.ClientSession() as session:
         streams = [HeartbeatStream(c, session=session) for c in controllers]

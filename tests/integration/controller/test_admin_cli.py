@@ -18,8 +18,12 @@ async def admin(*args: str, token: str | None = ADMIN_TOKEN) -> subprocess.Compl
     if token:
         env["BG_ADMIN_TOKEN"] = token
     return await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "brokergroup.cli", "admin", *args],
-        capture_output=True, text=True, timeout=60, env=env,
+        subprocess.run,
+        [sys.executable, "-m", "brokergroup.cli", "admin", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
     )
 
 

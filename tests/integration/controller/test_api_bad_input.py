@@ -292,9 +292,23 @@ def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControllerGroup]
         group.stop_all()
 
 
+async def every_node_knows_the_leader(group: ControllerGroup) -> None:
+    async with aiohttp.ClientSession() as http:
+
+        async def ready() -> bool:
+            for address in group.api_addresses:
+                async with http.get(f"http://{address}/readyz") as r:
+                    if r.status != 200:
+                        return False
+            return True
+
+        await eventually("every node knows the leader", ready, timeout=30.0)
+
+
 async def seed(group: ControllerGroup) -> None:
     """`set-a`: brokers 1 and 2 registered, 1 elected master (first election: no liveness needed)."""
     await group.leader()
+    await every_node_knows_the_leader(group)
     async with group.client() as client:
         await register_replicas(client, SET, (1, 2), heartbeat=False)
         elected = await client.elect_master(
@@ -309,25 +323,26 @@ async def leader_and_follower(group: ControllerGroup) -> list[str]:
 
 
 async def agreed_state(http: aiohttp.ClientSession, group: ControllerGroup) -> dict[str, Any]:
-    """What every node agrees on, once it does: replicated state and version; config and liveness."""
+    """The replicated state and its version, once every node agrees on them, and each node's
+    node-local config and count of live brokers."""
     seen: dict[str, Any] = {}
 
     async def agree() -> bool:
-        views = []
-        for address in group.api_addresses:
-            async with http.get(f"http://{address}/v1/state") as r:
+        replicated = []
+        for node in group.nodes:
+            async with http.get(f"http://{node.api}/v1/state") as r:
                 state = await r.json()
-            async with http.get(f"http://{address}/v1/config") as r:
-                config = await r.json()
-            async with http.get(f"http://{address}/v1/status") as r:
-                active = (await r.json())["activeBrokers"]
-            views.append({"version": state["version"], "state": state["state"], "config": config, "active": active})
-        seen["view"] = views[0]
-        return all(view == views[0] for view in views)
+            async with http.get(f"http://{node.api}/v1/config") as r:
+                seen[f"{node.node_id} config"] = await r.json()
+            async with http.get(f"http://{node.api}/v1/status") as r:
+                seen[f"{node.node_id} activeBrokers"] = (await r.json())["activeBrokers"]
+            replicated.append({"version": state["version"], "state": state["state"]})
+        seen["replicated"] = replicated[0]
+        return all(view == replicated[0] for view in replicated)
 
-    await eventually("all controller nodes agree", agree)
-    assert seen["view"]["state"]["syncStateInfo"][SET]["masterBrokerId"] == 1
-    return dict(seen["view"])
+    await eventually("all controller nodes agree on the replicated state", agree)
+    assert seen["replicated"]["state"]["syncStateInfo"][SET]["masterBrokerId"] == 1
+    return seen
 
 
 async def send(http: aiohttp.ClientSession, address: str, bad: Bad) -> tuple[int, dict[str, Any]]:

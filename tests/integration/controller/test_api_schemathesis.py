@@ -13,15 +13,15 @@ import secrets
 from collections.abc import Iterator
 from typing import Any
 
+import aiohttp
 import hypothesis
 import pytest
-import requests
 import schemathesis
 from schemathesis import checks
 
 from brokergroup.controller.openapi import build_openapi
 from brokergroup.local.controllers import ControllerGroup
-from tests.integration.conftest import ADMIN_TOKEN
+from tests.integration.conftest import ADMIN_TOKEN, eventually
 
 pytestmark = pytest.mark.integration
 
@@ -53,6 +53,19 @@ SETTINGS = hypothesis.settings(
 )
 
 
+async def every_node_knows_the_leader(group: ControllerGroup) -> None:
+    async with aiohttp.ClientSession() as http:
+
+        async def ready() -> bool:
+            for address in group.api_addresses:
+                async with http.get(f"http://{address}/readyz") as r:
+                    if r.status != 200:
+                        return False
+            return True
+
+        await eventually("every node knows the leader", ready, timeout=30.0)
+
+
 @pytest.fixture(scope="module")
 def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControllerGroup]:
     group = ControllerGroup(
@@ -62,7 +75,7 @@ def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControllerGroup]
     )
     group.start_all()
     try:
-        asyncio.run(group.leader())
+        asyncio.run(every_node_knows_the_leader(group))
         yield group
     finally:
         group.stop_all()
@@ -80,11 +93,11 @@ def base_url(group: ControllerGroup) -> str:
 schema = schemathesis.openapi.from_dict(build_openapi()).exclude(path=["/v1/broker/heartbeat-stream", "/metrics"])
 
 
-def test_group_serves_the_generated_document(base_url: str) -> None:
-    served = requests.get(f"{base_url}/v1/openapi.json", timeout=10)
-    assert served.status_code == 200
-    assert served.headers["Content-Type"].startswith("application/json")
-    assert served.json() == build_openapi()
+async def test_group_serves_the_generated_document(base_url: str) -> None:
+    async with aiohttp.ClientSession() as http, http.get(f"{base_url}/v1/openapi.json") as served:
+        assert served.status == 200
+        assert served.content_type == "application/json"
+        assert await served.json() == build_openapi()
 
 
 def short_long_poll(case: Any) -> None:

@@ -41,8 +41,8 @@ async def test_whole_group_restarts_keep_state(controller_group: ControllerGroup
         assert served["state"] == before["state"], f"cycle {cycle} ({how.name}): leader lost state on restart"
         assert served["version"] == before["version"]
 
-        async def all_restored() -> bool:
-            return all(s["state"] == before["state"] for s in await all_states(group))
+        async def all_restored(expected: object = before["state"]) -> bool:
+            return all(s["state"] == expected for s in await all_states(group))
 
         await eventually(f"cycle {cycle}: every node restores the state", all_restored)
         # keep writing between restarts so every cycle has new committed data to lose
@@ -50,6 +50,12 @@ async def test_whole_group_restarts_keep_state(controller_group: ControllerGroup
             await heartbeat_all(client, "set-r")
             info = await client.replica_info("set-r")
             target = [1, 2] if len(info.sync_state_set) == 3 else [1, 2, 3]
-            await client.alter_sync_state_set(protocol.AlterSyncStateSetRequest(
-                broker_name="set-r", master_broker_id=1, master_epoch=info.master_epoch, sync_state_set=target,
-                sync_state_set_epoch=info.sync_state_set_epoch))
+            await client.alter_sync_state_set(
+                protocol.AlterSyncStateSetRequest(
+                    broker_name="set-r",
+                    master_broker_id=1,
+                    master_epoch=info.master_epoch,
+                    sync_state_set=target,
+                    sync_state_set_epoch=info.sync_state_set_epoch,
+                )
+            )

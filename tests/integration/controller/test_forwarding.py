@@ -24,12 +24,16 @@ async def test_follower_forwards_to_leader(controller_group: ControllerGroup) ->
         async with http.post(f"http://{follower.api}/v1/broker/apply-id", json=body) as r:
             assert r.status == 200, await r.text()
             assert await r.json() == {"clusterName": CLUSTER, "brokerName": "fwd"}
-        async with http.post(f"http://{follower.api}/v1/broker/next-id",
-                             json={"clusterName": CLUSTER, "brokerName": "fwd"}) as r:
+        async with http.post(
+            f"http://{follower.api}/v1/broker/next-id", json={"clusterName": CLUSTER, "brokerName": "fwd"}
+        ) as r:
             assert (await r.json())["nextBrokerId"] == 2
         # a request that was already forwarded once is not forwarded again
-        async with http.post(f"http://{follower.api}/v1/broker/next-id", headers={"X-Brokergroup-Forwarded": "x"},
-                             json={"clusterName": CLUSTER, "brokerName": "fwd"}) as r:
+        async with http.post(
+            f"http://{follower.api}/v1/broker/next-id",
+            headers={"X-Brokergroup-Forwarded": "x"},
+            json={"clusterName": CLUSTER, "brokerName": "fwd"},
+        ) as r:
             assert r.status == 503
             assert (await r.json())["code"] == int(ResponseCode.CONTROLLER_NOT_LEADER)
 
@@ -42,10 +46,15 @@ async def test_not_leader_only_when_no_leader_known(controller_group: Controller
         if i != survivor:
             group.kill(i)
     async with group.client() as client:
+
         async def refused() -> bool:
             try:
-                await client.call("POST", "/v1/broker/next-id", body={"clusterName": CLUSTER, "brokerName": "x"},
-                                  address=group.nodes[survivor].api)
+                await client.call(
+                    "POST",
+                    "/v1/broker/next-id",
+                    body={"clusterName": CLUSTER, "brokerName": "x"},
+                    address=group.nodes[survivor].api,
+                )
             except ControllerError as err:
                 return err.code == ResponseCode.CONTROLLER_NOT_LEADER
             return False
@@ -54,6 +63,7 @@ async def test_not_leader_only_when_no_leader_known(controller_group: Controller
         # node-local requests still work without a leader
         meta = await client.metadata(address=group.nodes[survivor].api)
         assert meta.is_leader is False
-        await client.heartbeat(protocol.HeartbeatRequest(cluster_name=CLUSTER, broker_name="x",
-                                                         broker_addr="127.0.0.1:1", broker_id=1),
-                               address=group.nodes[survivor].api)
+        await client.heartbeat(
+            protocol.HeartbeatRequest(cluster_name=CLUSTER, broker_name="x", broker_addr="127.0.0.1:1", broker_id=1),
+            address=group.nodes[survivor].api,
+        )

@@ -33,9 +33,20 @@ class Brokers:
         port = free_ports(1)[0]
         self.ports[broker_id] = port
         proc = subprocess.Popen(
-            [sys.executable, str(FAKE_BROKER), CLUSTER, name, str(broker_id), str(port), str(timeout_ms),
-             str(self.notify_file(broker_id)), *self.group.api_addresses],
-            stdout=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                str(FAKE_BROKER),
+                CLUSTER,
+                name,
+                str(broker_id),
+                str(port),
+                str(timeout_ms),
+                str(self.notify_file(broker_id)),
+                *self.group.api_addresses,
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
         self.procs[broker_id] = proc
@@ -68,10 +79,19 @@ async def setup_set(group: ControllerGroup, brokers: Brokers, name: str, *, time
     async with group.client() as client:
         for broker_id in (1, 2, 3):
             address = brokers.start(name, broker_id, timeout_ms=timeout_ms)
-            await client.apply_id(protocol.ApplyIdRequest(cluster_name=CLUSTER, broker_name=name,
-                                                          applied_broker_id=broker_id, register_check_code=f"{address};1"))
-            await client.register(protocol.RegisterRequest(cluster_name=CLUSTER, broker_name=name, broker_id=broker_id,
-                                                           broker_address=address))
+            await client.apply_id(
+                protocol.ApplyIdRequest(
+                    cluster_name=CLUSTER,
+                    broker_name=name,
+                    applied_broker_id=broker_id,
+                    register_check_code=f"{address};1",
+                )
+            )
+            await client.register(
+                protocol.RegisterRequest(
+                    cluster_name=CLUSTER, broker_name=name, broker_id=broker_id, broker_address=address
+                )
+            )
 
         async def all_alive() -> bool:
             data = await client.sync_state_data([name])
@@ -79,14 +99,23 @@ async def setup_set(group: ControllerGroup, brokers: Brokers, name: str, *, time
             return all(r.alive for r in info.in_sync_replicas + info.not_in_sync_replicas)
 
         await eventually("all three replicas heartbeat", all_alive)
-        elected = await client.elect_master(protocol.ElectMasterRequest(cluster_name=CLUSTER, broker_name=name,
-                                                                        broker_id=1))
-        await client.alter_sync_state_set(protocol.AlterSyncStateSetRequest(
-            broker_name=name, master_broker_id=1, master_epoch=elected.master_epoch or 0, sync_state_set=[1, 2, 3],
-            sync_state_set_epoch=elected.sync_state_set_epoch or 0))
+        elected = await client.elect_master(
+            protocol.ElectMasterRequest(cluster_name=CLUSTER, broker_name=name, broker_id=1)
+        )
+        await client.alter_sync_state_set(
+            protocol.AlterSyncStateSetRequest(
+                broker_name=name,
+                master_broker_id=1,
+                master_epoch=elected.master_epoch or 0,
+                sync_state_set=[1, 2, 3],
+                sync_state_set_epoch=elected.sync_state_set_epoch or 0,
+            )
+        )
 
 
-async def test_killed_master_stream_close_triggers_election(controller_group: ControllerGroup, brokers: Brokers) -> None:
+async def test_killed_master_stream_close_triggers_election(
+    controller_group: ControllerGroup, brokers: Brokers
+) -> None:
     group = controller_group
     await group.leader()
     # a 60 s heartbeat timeout: only the closed stream can explain a quick election
@@ -114,14 +143,17 @@ async def test_killed_master_stream_close_triggers_election(controller_group: Co
         assert elect[0]["unclean"] is False
 
         async def pushed() -> bool:
-            return all(any(n["masterEpoch"] == 2 and n["masterBrokerId"] == 3 for n in brokers.notifications(b))
-                       for b in (2, 3))
+            return all(
+                any(n["masterEpoch"] == 2 and n["masterBrokerId"] == 3 for n in brokers.notifications(b))
+                for b in (2, 3)
+            )
 
         await eventually("surviving brokers get the role-change push", pushed)
 
 
-async def test_stopped_master_heartbeat_timeout_triggers_election(controller_group: ControllerGroup,
-                                                                  brokers: Brokers) -> None:
+async def test_stopped_master_heartbeat_timeout_triggers_election(
+    controller_group: ControllerGroup, brokers: Brokers
+) -> None:
     group = controller_group
     await group.leader()
     await setup_set(group, brokers, "set-hb", timeout_ms=1500)
@@ -138,8 +170,9 @@ async def test_stopped_master_heartbeat_timeout_triggers_election(controller_gro
         assert [e["reason"] for e in elect] == ["heartbeat_timeout"]
 
 
-async def test_no_alive_member_means_no_master_then_first_member_back_wins(controller_group: ControllerGroup,
-                                                                          brokers: Brokers) -> None:
+async def test_no_alive_member_means_no_master_then_first_member_back_wins(
+    controller_group: ControllerGroup, brokers: Brokers
+) -> None:
     group = controller_group
     await group.leader()
     await setup_set(group, brokers, "set-all", timeout_ms=60_000)
@@ -159,8 +192,9 @@ async def test_no_alive_member_means_no_master_then_first_member_back_wins(contr
 
         async def elected() -> bool:
             try:
-                r = await client.elect_master(protocol.ElectMasterRequest(cluster_name=CLUSTER, broker_name="set-all",
-                                                                          broker_id=2))
+                r = await client.elect_master(
+                    protocol.ElectMasterRequest(cluster_name=CLUSTER, broker_name="set-all", broker_id=2)
+                )
             except Exception:
                 return False
             return r.master_broker_id == 2

@@ -40,9 +40,15 @@ async def test_kill_leader_new_leader_serves_same_state(controller_group: Contro
 
         # the new leader accepts writes, and they reach the other survivor
         info = await client.replica_info("set-a")
-        shrunk = await client.alter_sync_state_set(protocol.AlterSyncStateSetRequest(
-            broker_name="set-a", master_broker_id=1, master_epoch=info.master_epoch, sync_state_set=[1, 2],
-            sync_state_set_epoch=info.sync_state_set_epoch))
+        shrunk = await client.alter_sync_state_set(
+            protocol.AlterSyncStateSetRequest(
+                broker_name="set-a",
+                master_broker_id=1,
+                master_epoch=info.master_epoch,
+                sync_state_set=[1, 2],
+                sync_state_set_epoch=info.sync_state_set_epoch,
+            )
+        )
         assert shrunk.sync_state_set == [1, 2]
         assert shrunk.sync_state_set_epoch == info.sync_state_set_epoch + 1
 

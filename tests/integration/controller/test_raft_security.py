@@ -6,6 +6,7 @@ exploit (the marker file appears there), so the protected case cannot pass by ac
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import socket
 import struct
@@ -35,10 +36,8 @@ def send_raw_pickle(raft_address: str, marker: Path) -> None:
     with socket.create_connection((host, int(port)), timeout=5) as sock:
         sock.sendall(struct.pack("i", len(payload)) + payload)
         sock.settimeout(2)
-        try:
+        with contextlib.suppress(TimeoutError, ConnectionError):
             sock.recv(1024)
-        except (TimeoutError, ConnectionError):
-            pass
 
 
 async def test_password_protected_raft_port_refuses_pickle(controller_group: ControllerGroup, tmp_path: Path) -> None:
@@ -74,7 +73,10 @@ async def test_insecure_dev_node_runs_the_payload(tmp_path: Path) -> None:
 def test_refuses_to_start_without_password(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "brokergroup.cli", "controller", "--data-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
     )
     assert result.returncode == 2
     assert "raft.password is required" in result.stderr

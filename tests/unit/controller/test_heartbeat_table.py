@@ -28,7 +28,10 @@ def beat(
     timeout: int | None = None,
     priority: int | None = None,
 ) -> HeartbeatRequest:
-    return HeartbeatRequest(
+    # The wire model requires brokerId; a request without one is built unvalidated to test the
+    # table's own guard (RocketMQ's "Heart beat with empty brokerId").
+    make = HeartbeatRequest if broker_id is not None else HeartbeatRequest.model_construct
+    return make(
         cluster_name=CLUSTER,
         broker_name=name,
         broker_addr=address or addr(broker_id or 0),

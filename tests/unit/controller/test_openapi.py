@@ -71,7 +71,7 @@ def test_every_request_model_is_a_component(document: dict[str, Any]) -> None:
 def test_request_schemas_use_wire_names_and_refuse_unknown_fields(document: dict[str, Any]) -> None:
     schema = document["components"]["schemas"]["HeartbeatRequest"]
     assert schema["additionalProperties"] is False
-    assert {"clusterName", "brokerName", "brokerAddr"} == set(schema["required"])
+    assert {"clusterName", "brokerName", "brokerAddr", "brokerId"} == set(schema["required"])
     assert "heartbeatTimeoutMills" in schema["properties"]
     assert "broker_name" not in schema["properties"]
 
@@ -137,3 +137,10 @@ def test_main_writes_the_document(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     text = target.read_text(encoding="utf-8")
     assert text.endswith("}\n")
     assert json.loads(text) == openapi.build_openapi()
+
+
+def test_build_returns_a_fresh_document() -> None:
+    first = openapi.build_openapi()
+    first["components"]["responses"]["Error"]["description"] = "changed"
+    first["paths"]["/v1/events"]["get"]["parameters"][0]["schema"]["minimum"] = -1
+    assert openapi.build_openapi() == json.loads(openapi.OPENAPI_JSON.read_text(encoding="utf-8"))

@@ -254,9 +254,21 @@ def test_event_id_is_a_version_5_uuid_that_differs_across_batches() -> None:
 
 def test_event_id_does_not_depend_on_state_time_term_or_index() -> None:
     event = ElectMasterEvent(broker_name=SET_A, new_master_elected=True, new_master_broker_id=1)
-    common = {"event": event, "unclean": False, "batch_id": BATCH, "position": 4, "reason": None}
-    one = records.raft_record(**common, state_after=ControllerState(), ts_ms=1, term=1, index=1)
-    two = records.raft_record(**common, state_after=led_state(), ts_ms=2, term=9, index=99)
+
+    def build(state: ControllerState, ts_ms: int, term: int, index: int) -> dict[str, Any]:
+        return records.raft_record(
+            event=event,
+            state_after=state,
+            unclean=False,
+            batch_id=BATCH,
+            position=4,
+            ts_ms=ts_ms,
+            term=term,
+            index=index,
+            reason=None,
+        )
+
+    one, two = build(ControllerState(), 1, 1, 1), build(led_state(), 2, 9, 99)
     assert one["eventId"] == two["eventId"] == records.event_id(BATCH, 4)
 
 

@@ -256,7 +256,7 @@ def test_unknown_keys_of_a_group_in_the_environment_are_refused(monkeypatch: pyt
     assert "raft.pasword: Extra inputs are not permitted" in load_error(DEV)
 
 
-# ---- the command line -------------------------------------------------------------------------------------------------
+# ---- the command line ---------------------------------------------------------------------------------------------
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
