@@ -30,6 +30,8 @@ class Brokers:
         self.ports: dict[int, int] = {}
 
     def start(self, name: str, broker_id: int, *, timeout_ms: int) -> str:
+        if broker_id in self.procs:
+            self.kill(broker_id)
         port = free_ports(1)[0]
         self.ports[broker_id] = port
         proc = subprocess.Popen(
@@ -52,6 +54,13 @@ class Brokers:
         self.procs[broker_id] = proc
         return f"127.0.0.1:{port}"
 
+    def kill(self, broker_id: int) -> None:
+        proc = self.procs[broker_id]
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
     def notify_file(self, broker_id: int) -> Path:
         return self.tmp / f"notify-{broker_id}.jsonl"
 
@@ -60,10 +69,9 @@ class Brokers:
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
     def stop(self) -> None:
-        for proc in self.procs.values():
+        for broker_id, proc in self.procs.items():
             proc.send_signal(signal.SIGCONT)
-            proc.kill()
-            proc.wait()
+            self.kill(broker_id)
 
 
 @pytest.fixture
@@ -122,7 +130,7 @@ async def test_killed_master_stream_close_triggers_election(
     await setup_set(group, brokers, "set-ws", timeout_ms=60_000)
     async with group.client() as client:
         killed_at = time.monotonic()
-        brokers.procs[1].kill()
+        brokers.kill(1)
 
         async def new_master() -> bool:
             info = await client.replica_info("set-ws")
@@ -178,7 +186,7 @@ async def test_no_alive_member_means_no_master_then_first_member_back_wins(
     await setup_set(group, brokers, "set-all", timeout_ms=60_000)
     async with group.client() as client:
         for broker_id in (2, 3, 1):
-            brokers.procs[broker_id].kill()
+            brokers.kill(broker_id)
 
         async def no_master() -> bool:
             info = await client.replica_info("set-all")
