@@ -150,6 +150,26 @@ class ControllerGroup:
         raise TimeoutError(f"no controller leader within {timeout} s\n{logs}")
 
 
+async def settled(group: ControllerGroup, *, timeout: float = 30.0) -> int:
+    """Wait until a leader serves and every running node knows which node it is."""
+    deadline = time.monotonic() + timeout
+    leader = await group.leader(timeout=timeout)
+    async with group.client(timeout=2.0) as client:
+        while time.monotonic() < deadline:
+            known = set()
+            for node in group.nodes:
+                if node.running:
+                    try:
+                        known.add((await client.status(address=node.api)).get("leaderId"))
+                    except ControllerError:
+                        known.add(None)
+            if known == {group.nodes[leader].node_id}:
+                return leader
+            leader = await group.leader(timeout=max(0.1, deadline - time.monotonic()))
+            await asyncio.sleep(0.05)
+    raise TimeoutError(f"controller nodes did not agree on a leader within {timeout} s")
+
+
 def tail(path: Path, lines: int = 30) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from brokergroup.local.controllers import ControllerGroup
+from brokergroup.local.controllers import ControllerGroup, settled
 
 pytestmark = pytest.mark.integration
 
@@ -34,6 +34,7 @@ def controller_group(tmp_path: Path) -> Iterator[ControllerGroup]:
     )
     group.start_all()
     try:
+        asyncio.run(settled(group))
         yield group
     finally:
         group.stop_all()

@@ -22,7 +22,7 @@ import pytest
 
 from brokergroup.controller import protocol
 from brokergroup.controller.codes import ResponseCode
-from brokergroup.local.controllers import ControllerGroup
+from brokergroup.local.controllers import ControllerGroup, settled
 from tests.integration.conftest import ADMIN_TOKEN, eventually
 from tests.integration.controller.scenario import CLUSTER, register_replicas
 
@@ -293,16 +293,7 @@ def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControllerGroup]
 
 
 async def every_node_knows_the_leader(group: ControllerGroup) -> None:
-    async with aiohttp.ClientSession() as http:
-
-        async def ready() -> bool:
-            for address in group.api_addresses:
-                async with http.get(f"http://{address}/readyz") as r:
-                    if r.status != 200:
-                        return False
-            return True
-
-        await eventually("every node knows the leader", ready, timeout=30.0)
+    await settled(group)
 
 
 async def seed(group: ControllerGroup) -> None:

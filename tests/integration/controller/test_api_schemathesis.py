@@ -20,8 +20,8 @@ import schemathesis
 from schemathesis import checks
 
 from brokergroup.controller.openapi import build_openapi
-from brokergroup.local.controllers import ControllerGroup
-from tests.integration.conftest import ADMIN_TOKEN, eventually
+from brokergroup.local.controllers import ControllerGroup, settled
+from tests.integration.conftest import ADMIN_TOKEN
 
 pytestmark = pytest.mark.integration
 
@@ -54,16 +54,7 @@ SETTINGS = hypothesis.settings(
 
 
 async def every_node_knows_the_leader(group: ControllerGroup) -> None:
-    async with aiohttp.ClientSession() as http:
-
-        async def ready() -> bool:
-            for address in group.api_addresses:
-                async with http.get(f"http://{address}/readyz") as r:
-                    if r.status != 200:
-                        return False
-            return True
-
-        await eventually("every node knows the leader", ready, timeout=30.0)
+    await settled(group)
 
 
 @pytest.fixture(scope="module")
