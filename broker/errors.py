@@ -1,5 +1,7 @@
 """The broker's exceptions: one small hierarchy, translated at the adapter boundaries.
 
+- `InvalidMessageError`: a producer's message (or consumer-offset commit) breaks a limit; the
+  message names the field. Nothing of the request was stored.
 - `ProtocolError`: a peer sent bytes that break the HA wire format; drop the connection.
 - `StoreError` and its kinds: the commit log or the epoch file refused an operation or found
   damage. `CorruptLogError` is never raised for a torn tail (that is cut on open and logged); it
@@ -11,6 +13,10 @@ from __future__ import annotations
 
 class BrokerError(Exception):
     """Base of every error the broker raises on purpose."""
+
+
+class InvalidMessageError(BrokerError):
+    """A message or consumer-offset commit from a client that breaks a limit; names the field."""
 
 
 class ProtocolError(BrokerError):

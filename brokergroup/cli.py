@@ -18,6 +18,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     cmd.add_parser(sub)
     admin.add_parser(sub)
+    from brokergroup.broker import cmd as broker_cmd
+
+    broker_cmd.add_parsers(sub)
     bench.add_parser(sub)
     from brokergroup import demo
 

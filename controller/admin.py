@@ -15,6 +15,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
 from rich.console import Console
 from rich.table import Table
 
@@ -70,6 +71,9 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="also clean living brokers (ignores -b: the whole set is removed)",
     )
+    p = command("get-broker-epoch", "show each replica's epoch entries, asked from the brokers", get_broker_epoch)
+    p.add_argument("-b", "--broker-name", dest="broker_name", help="broker set name(s), ','-separated")
+    p.add_argument("-c", "--cluster-name", dest="cluster_name", help="every broker set of this cluster")
     command("get-controller-config", "show each node's config", get_config)
     p = command("update-controller-config", "change one config key on each node", update_config)
     p.add_argument("-k", "--key", required=True, help="config key, e.g. enableElectUncleanMaster")
@@ -117,14 +121,33 @@ async def get_metadata(_args: argparse.Namespace, client: ControllerClient) -> A
     return (await client.metadata(address=client.addresses[0])).wire()
 
 
-async def get_sync_state_set(args: argparse.Namespace, client: ControllerClient) -> Any:
+async def _broker_names(args: argparse.Namespace, client: ControllerClient) -> list[str]:
     names = [n for n in (args.broker_name or "").split(",") if n]
     if args.cluster_name:
         state = await client.state(address=client.addresses[0])
         names += [n for n, s in state["state"]["syncStateInfo"].items() if s["clusterName"] == args.cluster_name]
     if not names:
         raise ControllerError(ResponseCode.CONTROLLER_INVALID_REQUEST, "give -b broker names or -c a cluster name")
-    return (await client.sync_state_data(sorted(set(names)))).wire()
+    return sorted(set(names))
+
+
+async def get_sync_state_set(args: argparse.Namespace, client: ControllerClient) -> Any:
+    return (await client.sync_state_data(await _broker_names(args, client))).wire()
+
+
+async def get_broker_epoch(args: argparse.Namespace, client: ControllerClient) -> Any:
+    data = await client.sync_state_data(await _broker_names(args, client))
+    out: dict[str, Any] = {}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
+        for name, info in sorted(data.replicas_info_table.items()):
+            for replica in info.in_sync_replicas + info.not_in_sync_replicas:
+                key = f"{name}/{replica.broker_id}"
+                try:
+                    async with http.get(f"http://{replica.broker_address}/v1/epochs") as r:
+                        out[key] = await r.json() if r.status == 200 else {"error": f"HTTP {r.status}"}
+                except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+                    out[key] = {"error": f"{replica.broker_address}: {str(exc) or type(exc).__name__}"}
+    return out
 
 
 async def elect_master(args: argparse.Namespace, client: ControllerClient) -> Any:
@@ -168,6 +191,18 @@ def render(console: Console, command: str, result: Any) -> None:
             for key, in_sync in (("inSyncReplicas", True), ("notInSyncReplicas", False)):
                 for r in info[key]:
                     table.add_row(str(r["brokerId"]), str(r["brokerAddress"]), str(in_sync), str(r["alive"]))
+            console.print(table)
+        return
+    if command == "get-broker-epoch":
+        for key, body in result.items():
+            table = Table(title=f"{key} @ {body.get('brokerAddr', '?')}")
+            table.add_column("epoch")
+            table.add_column("startOffset")
+            table.add_column("endOffset")
+            if "error" in body:
+                table.add_row("-", "-", body["error"])
+            for e in body.get("epochs", []):
+                table.add_row(str(e["epoch"]), str(e["startOffset"]), str(e["endOffset"]))
             console.print(table)
         return
     if command in ("get-controller-config", "update-controller-config"):

@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from brokergroup.common.settings import SettingsError, load_settings, nested
+from brokergroup.common.settings import load_settings, nested, parse_overrides
 from brokergroup.controller.node import run_node
 from brokergroup.controller.settings import ControllerSettings
 
@@ -50,16 +50,6 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--log-level", dest="log_level", help="DEBUG, INFO, WARNING")
     p.set_defaults(func=run)
-
-
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise SettingsError(f"--set {item!r}: expected KEY=VALUE")
-        flat[key.strip()] = value
-    return nested(flat)
 
 
 def run(args: argparse.Namespace) -> int:

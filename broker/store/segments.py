@@ -9,8 +9,12 @@ every segment but the last is exactly `segment_size` bytes of whole items, and m
 (configured with the same segment size) place every byte at the same offset in the same file.
 
 Durability. `append` writes with pwrite and counts `unflushed_bytes`; `flush()` fsyncs (the flush
-policy belongs to a later layer). A segment is fsynced when it is sealed, before the next one gets
-its first byte, so after a crash only the last segment can have a torn tail.
+policy belongs to a later layer). `prepare_flush()` / `complete_flush()` split a flush for a worker
+thread (group commit): the job fsyncs duplicated file descriptors and touches no state of the log,
+so the owner may keep appending (or truncating) while it runs; a ticket from before a truncation
+is refused on completion, so bytes written after a cut are never counted as flushed by it. A
+segment is fsynced when it is sealed, before the next one gets its first byte, so after a crash
+only the last segment can have a torn tail.
 
 Recovery on open. Only the last segment is scanned (`verify_all=True` scans every one): a torn or
 corrupt item is cut away, with a warning, if no valid item follows it; if one does (damage in the
@@ -35,6 +39,7 @@ import os
 import re
 import zlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Self
 
@@ -69,6 +74,15 @@ Chunk = tuple[int, int, bytes]
 """(segment start, position in the segment, bytes) to write."""
 
 
+@dataclass(frozen=True, slots=True)
+class FlushTicket:
+    """A flush in progress (`SegmentedLog.prepare_flush`): it makes bytes before `target` durable."""
+
+    target: int
+    generation: int
+    """The log's truncation count when the flush was prepared."""
+
+
 class SegmentedLog(abc.ABC):
     """The interface of both logs. Placement, reads and validation live here; storage below.
 
@@ -85,6 +99,7 @@ class SegmentedLog(abc.ABC):
         self._sizes: list[int] = []
         self._base = 0  # the log's offset while it has no segment
         self._flushed = 0
+        self._generation = 0  # bumped whenever bytes are cut or dropped: stale flush tickets are refused
 
     # -- storage, provided by subclasses
     @abc.abstractmethod
@@ -132,6 +147,21 @@ class SegmentedLog(abc.ABC):
     @property
     def unflushed_bytes(self) -> int:
         return self.max_offset - self._flushed
+
+    def prepare_flush(self) -> tuple[FlushTicket, Callable[[], None]]:
+        """A flush split for a worker thread: run `job()` exactly once, in any thread, then call
+        `complete_flush(ticket)` in the owner's thread. `job` touches no state of the log."""
+        return FlushTicket(self.max_offset, self._generation), self._flush_job()
+
+    def _flush_job(self) -> Callable[[], None]:
+        return lambda: None
+
+    def complete_flush(self, ticket: FlushTicket) -> bool:
+        """Count the bytes before `ticket.target` as flushed, unless the log was cut since."""
+        if ticket.generation != self._generation:
+            return False
+        self._flushed = max(self._flushed, ticket.target)
+        return True
 
     def _fits(self, position: int, size: int) -> bool:
         end = position + size
@@ -197,6 +227,7 @@ class SegmentedLog(abc.ABC):
         if rebase:
             self._drop_all()
             self._base = self._flushed = offset
+            self._generation += 1
         self._write(chunks)
 
     def _write(self, chunks: Sequence[Chunk]) -> None:
@@ -263,6 +294,7 @@ class SegmentedLog(abc.ABC):
             position += length
         if position != len(prefix):
             raise StoreError(f"offset={offset} is not at a record boundary")
+        self._generation += 1
         self._cut(offset)
         self._flushed = min(self._flushed, offset)
 
@@ -415,6 +447,23 @@ class CommitLog(SegmentedLog):
             if start + self._sizes[index] > self._flushed:
                 os.fsync(self._fds[index])
         self._flushed = self.max_offset
+
+    def _flush_job(self) -> Callable[[], None]:
+        fds = [
+            os.dup(fd)
+            for fd, start, size in zip(self._fds, self._starts, self._sizes, strict=True)
+            if start + size > self._flushed
+        ]
+
+        def job() -> None:
+            try:
+                for fd in fds:
+                    os.fsync(fd)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+
+        return job
 
     def _drop_all(self) -> None:
         for fd, start in zip(self._fds, self._starts, strict=True):

@@ -92,3 +92,13 @@ def nested(flat: Mapping[str, Any]) -> dict[str, Any]:
             node = node.setdefault(part, {})
         node[leaf] = value
     return out
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SettingsError(f"--set {item!r}: expected KEY=VALUE")
+        flat[key.strip()] = value
+    return nested(flat)

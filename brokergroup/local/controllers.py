@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 import secrets
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,20 +17,17 @@ from pathlib import Path
 from brokergroup.controller.client import ControllerClient
 from brokergroup.controller.codes import ControllerError
 from brokergroup.local.ports import free_ports
+from brokergroup.local.processes import LocalProcess, stop_all, tail
 
 
 @dataclasses.dataclass
-class ControllerProcess:
-    node_id: str
-    raft: str
-    api: str
-    data_dir: Path
-    log_path: Path
-    proc: subprocess.Popen[bytes] | None = None
+class ControllerProcess(LocalProcess):
+    raft: str = ""
+    api: str = ""
 
     @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+    def node_id(self) -> str:
+        return self.name
 
 
 class ControllerGroup:
@@ -53,7 +48,7 @@ class ControllerGroup:
         ports = free_ports(2 * size, host)
         self.nodes = [
             ControllerProcess(
-                node_id=f"n{i}",
+                name=f"n{i}",
                 raft=f"{host}:{ports[2 * i]}",
                 api=f"{host}:{ports[2 * i + 1]}",
                 data_dir=base_dir / f"n{i}",
@@ -91,42 +86,23 @@ class ControllerGroup:
 
     def start(self, index: int) -> None:
         node = self.nodes[index]
-        if node.running:
-            return
-        node.data_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "BG_CONTROLLER_RAFT__PASSWORD": self.password}
+        env = {"BG_CONTROLLER_RAFT__PASSWORD": self.password}
         if self.admin_token:
             env["BG_CONTROLLER_API__ADMIN_TOKEN"] = self.admin_token
-        log = node.log_path.open("ab")
-        node.proc = subprocess.Popen(self.command(node), stdout=log, stderr=subprocess.STDOUT, env=env)
-        log.close()
+        node.spawn(self.command(node), env)
 
     def start_all(self) -> None:
         for i in range(len(self.nodes)):
             self.start(i)
 
     def signal(self, index: int, sig: signal.Signals) -> None:
-        node = self.nodes[index]
-        if node.proc is not None and node.proc.poll() is None:
-            node.proc.send_signal(sig)
-            if sig in (signal.SIGKILL, signal.SIGTERM):
-                node.proc.wait(timeout=30)
+        self.nodes[index].signal(sig)
 
     def kill(self, index: int) -> None:
         self.signal(index, signal.SIGKILL)
 
     def stop_all(self) -> None:
-        for node in self.nodes:
-            if node.proc is not None and node.proc.poll() is None:
-                node.proc.send_signal(signal.SIGCONT)
-                node.proc.terminate()
-        for node in self.nodes:
-            if node.proc is not None:
-                try:
-                    node.proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    node.proc.kill()
-                    node.proc.wait()
+        stop_all(list(self.nodes))
 
     def client(self, **kwargs: object) -> ControllerClient:
         return ControllerClient(self.api_addresses, token=self.admin_token, **kwargs)  # type: ignore[arg-type]
@@ -168,10 +144,3 @@ async def settled(group: ControllerGroup, *, timeout: float = 30.0) -> int:
             leader = await group.leader(timeout=max(0.1, deadline - time.monotonic()))
             await asyncio.sleep(0.05)
     raise TimeoutError(f"controller nodes did not agree on a leader within {timeout} s")
-
-
-def tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except FileNotFoundError:
-        return "(no log)"

@@ -1,0 +1,198 @@
+"""The master's HA server: a thin asyncio shell around `master_conn.MasterConnection`.
+
+One `asyncio.start_server` on the HA host/port (port 0 binds a free one; `address` is what was
+bound). Each accepted socket becomes a `MasterLink` with two tasks: the connection's own task
+reads the slave's frames (and closes the link after `housekeeping_interval_ms` without one), a
+sender task writes whatever `next_transfer` yields and otherwise sleeps until woken (`wake()`:
+an append, an ack, a confirm-offset change) or until the next heartbeat falls due.
+
+What the frames mean for the sync-state-set, the confirm offset and put acks is decided by the
+owner through `LinkEvents` (the `HAService`); `accepting()` false refuses a connection at once
+(this broker is not master). Any error on a link closes that link only; `on_closed` then runs
+exactly once for every link that was accepted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Protocol
+
+from brokergroup.broker.errors import BrokerError
+from brokergroup.broker.ha.master_conn import Acked, Handshaked, MasterConnection
+from brokergroup.broker.protocol.ha import encode
+from brokergroup.broker.settings import HASettings
+from brokergroup.broker.store.types import ReplicatedLog
+
+logger = logging.getLogger(__name__)
+
+READ_SIZE = 64 * 1024
+
+
+class MasterLink:
+    """One slave's connection: its state machine, its socket, its wake-up flag."""
+
+    def __init__(self, conn: MasterConnection, writer: asyncio.StreamWriter, address: str) -> None:
+        self.conn = conn
+        self.address = address
+        self.writer = writer
+        self.wake = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    @property
+    def slave_id(self) -> int | None:
+        return self.conn.slave_id
+
+    def close(self) -> None:
+        """Close the socket; the link's tasks notice and finish."""
+        self.writer.close()
+
+
+class LinkEvents(Protocol):
+    def accepting(self) -> bool:
+        """Whether new HA connections are welcome (this broker is master)."""
+
+    def on_handshake(self, link: MasterLink, event: Handshaked) -> bool:
+        """A slave introduced itself; False closes the link."""
+
+    def on_ack(self, link: MasterLink, event: Acked) -> None: ...
+
+    def on_closed(self, link: MasterLink) -> None: ...
+
+
+def _peer(writer: asyncio.StreamWriter) -> str:
+    peer = writer.get_extra_info("peername")
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
+
+
+class HAServer:
+    def __init__(
+        self, store: ReplicatedLog, *, settings: HASettings, clock_ms: Callable[[], int], events: LinkEvents
+    ) -> None:
+        self._store = store
+        self._settings = settings
+        self._clock = clock_ms
+        self._events = events
+        self._server: asyncio.Server | None = None
+        self._links: set[MasterLink] = set()
+        self._address = ""
+        self._closing = False
+
+    async def start(self) -> None:
+        if self._server is not None:
+            return
+        self._server = await asyncio.start_server(self._serve, self._settings.host, self._settings.port)
+        host, port = self._server.sockets[0].getsockname()[:2]
+        self._address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        logger.info("HA server listening on %s", self._address)
+
+    @property
+    def started(self) -> bool:
+        return self._server is not None
+
+    @property
+    def address(self) -> str:
+        if not self._address:
+            raise RuntimeError("the HA server is not started")
+        return self._address
+
+    @property
+    def links(self) -> tuple[MasterLink, ...]:
+        return tuple(self._links)
+
+    def wake_all(self) -> None:
+        for link in self._links:
+            link.wake.set()
+
+    async def drop_all(self) -> None:
+        """Close every connection and wait until each one's `on_closed` has run."""
+        tasks = [link.task for link in self._links if link.task is not None]
+        for link in self._links:
+            link.close()
+        if tasks:
+            await asyncio.wait(tasks)
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._server is not None:
+            self._server.close()
+        await self.drop_all()
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        address = _peer(writer)
+        if self._closing or not self._events.accepting():
+            logger.info("refusing HA connection from %s: not master", address)
+            await _close(writer)
+            return
+        conn = MasterConnection(
+            batch_size=self._settings.transfer_batch_size,
+            heartbeat_interval_ms=self._settings.send_heartbeat_interval_ms,
+            now_ms=self._clock(),
+        )
+        link = MasterLink(conn, writer, address)
+        link.task = asyncio.current_task()
+        self._links.add(link)
+        sender = asyncio.get_running_loop().create_task(self._send_loop(link))
+        try:
+            await self._receive_loop(link, reader)
+        except (OSError, BrokerError) as error:
+            logger.warning("HA connection from %s (slave %s) failed: %s", address, link.slave_id, error)
+        except Exception:
+            logger.exception("HA connection from %s (slave %s) failed", address, link.slave_id)
+        finally:
+            sender.cancel()
+            await asyncio.wait([sender])
+            self._links.discard(link)
+            await _close(writer)
+            logger.info("HA connection from %s (slave %s) closed", address, link.slave_id)
+            self._events.on_closed(link)
+
+    async def _receive_loop(self, link: MasterLink, reader: asyncio.StreamReader) -> None:
+        timeout_s = self._settings.housekeeping_interval_ms / 1000
+        while True:
+            try:
+                async with asyncio.timeout(timeout_s):
+                    data = await reader.read(READ_SIZE)
+            except TimeoutError:
+                logger.warning("no frame from slave %s (%s) for %.1f s", link.slave_id, link.address, timeout_s)
+                return
+            if not data:
+                return
+            for event in link.conn.receive(data, self._store, self._clock()):
+                if isinstance(event, Handshaked):
+                    if not self._events.on_handshake(link, event):
+                        return
+                else:
+                    self._events.on_ack(link, event)
+            link.wake.set()
+
+    async def _send_loop(self, link: MasterLink) -> None:
+        try:
+            while True:
+                link.wake.clear()
+                frame = link.conn.next_transfer(self._store, self._clock())
+                if frame is not None:
+                    link.writer.write(encode(frame))
+                    await link.writer.drain()
+                    continue
+                due = link.conn.next_wakeup_ms()
+                timeout = None if due is None else max(due - self._clock(), 0) / 1000
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(timeout):
+                        await link.wake.wait()
+        except (OSError, BrokerError) as error:
+            logger.warning("sending to slave %s (%s) failed: %s", link.slave_id, link.address, error)
+            link.close()
+        except Exception:
+            logger.exception("sending to slave %s (%s) failed", link.slave_id, link.address)
+            link.close()
+
+
+async def _close(writer: asyncio.StreamWriter) -> None:
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()

@@ -1,0 +1,221 @@
+"""One HA connection on the master's side, sans-I/O (RocketMQ `AutoSwitchHAConnection`).
+
+The shell feeds the slave's bytes to `receive()`, which returns events (handshake, ack), and asks
+`next_transfer(store, now_ms)` for the next frame to send, until it returns None; then it waits
+for an append, an ack, or `next_wakeup_ms()`.
+
+States follow the slave's frames (reference §4.3): READY until the slave's HANDSHAKE; HANDSHAKE
+until its first ack (the master answers each slave handshake with its epoch entries once);
+TRANSFER from the first ack, whose offset is where transfer starts (0 = the master's min offset).
+
+Invariants:
+
+- a TRANSFER frame never crosses an epoch boundary and is labelled with the epoch that wrote its
+  bytes. The epoch is looked up in the store's *current* epoch cache for every frame, never
+  cached, so a new epoch appended while a connection streams the previous last epoch (the master
+  re-elected in place, #9689) starts a new frame at its start offset;
+- frames are contiguous: each data frame starts where the previous one ended; an empty frame
+  (heartbeat) carries the next offset, sent after `heartbeat_interval_ms` without a frame or when
+  the confirm offset moved while the slave is caught up (so slaves learn it promptly);
+- a body holds at most `batch_size` bytes of whole records (one larger record goes alone);
+- an ack beyond what was sent is a protocol error (a peer cannot fake acks, #3015);
+- caught-up time (for the shrink rule): `now` when the ack reaches the master's max offset, else
+  the time of the last data frame if the ack covers what the master had then (RocketMQ's rule
+  without "nothing to send means caught up", which counted slaves that had not acked).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from brokergroup.broker.errors import ProtocolError
+from brokergroup.broker.ha import ReplicationError
+from brokergroup.broker.protocol.ha import (
+    DEFAULT_MAX_HANDSHAKE_ENTRIES,
+    NEED_DATA,
+    EpochStart,
+    HAState,
+    MasterFrame,
+    MasterHandshake,
+    MasterTransfer,
+    SlaveFrameDecoder,
+    SlaveHandshake,
+    SlaveTransferAck,
+)
+from brokergroup.broker.store.epoch import EpochEntry
+from brokergroup.broker.store.types import ReplicatedLog
+
+
+@dataclass(frozen=True, slots=True)
+class Handshaked:
+    """The slave introduced itself (first or repeated handshake)."""
+
+    slave_id: int
+    is_learner: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Acked:
+    """The slave has the log up to `offset`."""
+
+    offset: int
+    first: bool
+    """The first ack after a handshake: the offset the slave asked to start from."""
+    caught_up_ms: int | None
+    """When the slave last had everything the master had, if this ack shows it."""
+
+
+SlaveEvent = Handshaked | Acked
+
+
+class MasterConnection:
+    """See the module docstring. `now_ms` values come from one monotonic clock."""
+
+    def __init__(
+        self,
+        *,
+        batch_size: int,
+        heartbeat_interval_ms: int,
+        now_ms: int,
+        max_handshake_entries: int = DEFAULT_MAX_HANDSHAKE_ENTRIES,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size={batch_size} must be positive")
+        self._batch = batch_size
+        self._heartbeat_ms = heartbeat_interval_ms
+        self._max_entries = max_handshake_entries
+        self._decoder = SlaveFrameDecoder()
+        self.state = HAState.READY
+        self.slave_id: int | None = None
+        self.is_learner = False
+        self.ack_offset = -1
+        """The slave's last acked offset; -1 until its first ack."""
+        self._handshake_due = False
+        self._next: int | None = None
+        self._last_write_ms = now_ms
+        self._last_transfer_ms: int | None = None
+        self._max_at_transfer = 0
+        self._sent_confirm = -1
+
+    @property
+    def next_offset(self) -> int | None:
+        """Where the next frame starts, once the slave's first ack set it."""
+        return self._next
+
+    # ---- slave -> master ----------------------------------------------------------------------
+    def receive(self, data: bytes, store: ReplicatedLog, now_ms: int) -> list[SlaveEvent]:
+        """Feed received bytes; the events of every complete frame. Raises `ProtocolError` or
+        `ReplicationError`: drop the connection."""
+        self._decoder.feed(data)
+        events: list[SlaveEvent] = []
+        while (frame := self._decoder.next_frame()) is not NEED_DATA:
+            if isinstance(frame, SlaveHandshake):
+                events.append(self._on_handshake(frame))
+            else:
+                events.append(self._on_ack(frame, store, now_ms))
+        return events
+
+    def _on_handshake(self, frame: SlaveHandshake) -> Handshaked:
+        if self.slave_id is not None and frame.slave_broker_id != self.slave_id:
+            raise ProtocolError(
+                f"slave HANDSHAKE: slaveBrokerId changed from {self.slave_id} to {frame.slave_broker_id}"
+            )
+        self.slave_id = frame.slave_broker_id
+        self.is_learner = frame.is_async_learner
+        self.state = HAState.HANDSHAKE
+        self._handshake_due = True
+        self._next = None
+        self.ack_offset = -1
+        return Handshaked(frame.slave_broker_id, frame.is_async_learner)
+
+    def _on_ack(self, frame: SlaveTransferAck, store: ReplicatedLog, now_ms: int) -> Acked:
+        offset = frame.slave_max_phy_offset
+        first = self.state is HAState.HANDSHAKE
+        if self.state is HAState.READY or (first and self._handshake_due):
+            raise ProtocolError(f"slave TRANSFER ack of offset={offset} before the handshake completed")
+        if first:
+            self._next = self._start_offset(offset, store)
+            self.state = HAState.TRANSFER
+        elif self._next is not None and offset > self._next:
+            raise ProtocolError(f"slave {self.slave_id} acked offset={offset} beyond what was sent ({self._next})")
+        self.ack_offset = offset
+        return Acked(offset, first, self._caught_up_time(offset, store.max_offset, now_ms))
+
+    def _start_offset(self, requested: int, store: ReplicatedLog) -> int:
+        start = store.min_offset if requested == 0 else requested
+        if start > store.max_offset:
+            raise ReplicationError(
+                f"slave {self.slave_id} asks for offset={requested}, beyond the master's max offset={store.max_offset}"
+            )
+        if start < store.min_offset:
+            raise ReplicationError(
+                f"slave {self.slave_id} asks for offset={requested}, before the master's min offset="
+                f"{store.min_offset}: those bytes are gone, rebuild the slave from scratch"
+            )
+        return start
+
+    def _caught_up_time(self, offset: int, max_offset: int, now_ms: int) -> int | None:
+        if offset >= max_offset:
+            return now_ms
+        if self._last_transfer_ms is not None and offset >= self._max_at_transfer:
+            return self._last_transfer_ms
+        return None
+
+    # ---- master -> slave ----------------------------------------------------------------------
+    def next_transfer(self, store: ReplicatedLog, now_ms: int) -> MasterFrame | None:
+        """The next frame to send now, or None (wait for an append, an ack or the wake-up time)."""
+        if self._handshake_due:
+            self._handshake_due = False
+            self._last_write_ms = now_ms
+            return self._handshake(store)
+        if self.state is not HAState.TRANSFER or self._next is None:
+            return None
+        position = self._next
+        entry = store.epochs.find_epoch_entry_by_offset(position)
+        if entry is None and position == store.max_offset:
+            entry = store.epochs.last_entry()
+        if entry is None:
+            raise ReplicationError(f"no epoch entry covers offset={position}; cannot label a frame")
+        if position < store.max_offset:
+            return self._data_frame(store, entry, position, now_ms)
+        confirm = max(store.confirm_offset, 0)
+        if confirm > self._sent_confirm or now_ms - self._last_write_ms >= self._heartbeat_ms:
+            return self._frame(entry, position, confirm, b"", now_ms)
+        return None
+
+    def next_wakeup_ms(self) -> int | None:
+        """When a heartbeat frame falls due (None until transfer starts)."""
+        if self.state is not HAState.TRANSFER:
+            return None
+        return self._last_write_ms + self._heartbeat_ms
+
+    def _handshake(self, store: ReplicatedLog) -> MasterHandshake:
+        entries = store.epochs.entries()[-self._max_entries :] if self._max_entries else ()
+        return MasterHandshake(
+            master_max_phy_offset=store.max_offset,
+            master_last_epoch=entries[-1].epoch if entries else 0,
+            entries=tuple(EpochStart(e.epoch, e.start_offset) for e in entries),
+        )
+
+    def _data_frame(self, store: ReplicatedLog, entry: EpochEntry, position: int, now_ms: int) -> MasterTransfer:
+        limit = min(store.max_offset, entry.end_offset)
+        body = store.read_raw(position, min(limit - position, self._batch))
+        if not body or position + len(body) > limit:
+            raise ReplicationError(
+                f"read_raw at offset={position} returned {len(body)} bytes; epoch {entry.epoch} ends at {limit}"
+            )
+        self._max_at_transfer = store.max_offset
+        self._last_transfer_ms = now_ms
+        self._next = position + len(body)
+        return self._frame(entry, position, max(store.confirm_offset, 0), body, now_ms)
+
+    def _frame(self, entry: EpochEntry, position: int, confirm: int, body: bytes, now_ms: int) -> MasterTransfer:
+        self._last_write_ms = now_ms
+        self._sent_confirm = confirm
+        return MasterTransfer(
+            offset=position,
+            epoch=entry.epoch,
+            epoch_start_offset=entry.start_offset,
+            confirm_offset=confirm,
+            body=body,
+        )

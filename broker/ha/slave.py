@@ -1,0 +1,161 @@
+"""The slave's HA client: a thin asyncio shell around `slave_conn.SlaveConnection`.
+
+One task per target master. A session connects to the master's HA address, sends the
+handshake, applies what the master sends (truncating at the consistent point first, crash-safely
+through the store), acks, and sends a heartbeat ack when idle. Any error ends the session: the
+socket is closed and the client reconnects after a backoff that doubles from 0.2 s to 5 s and
+starts again at 0.2 s after a session that reached TRANSFER. `stop()` cancels the task; the
+store is only touched between awaits, so a stop never interrupts a store operation.
+
+A session also ends when nothing arrives for `housekeeping_interval_ms` (the master sends
+heartbeats every `send_heartbeat_interval_ms`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Final, NoReturn
+
+from brokergroup.broker.errors import BrokerError
+from brokergroup.broker.ha.slave_conn import SlaveConnection
+from brokergroup.broker.protocol.ha import DEFAULT_MAX_TRANSFER_BODY, HAState, encode
+from brokergroup.broker.settings import HASettings
+from brokergroup.broker.store.types import ReplicatedLog
+
+logger = logging.getLogger(__name__)
+
+READ_SIZE: Final = 256 * 1024
+BACKOFF_INITIAL_S: Final = 0.2
+BACKOFF_MAX_S: Final = 5.0
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """("host", port) of "host:port" or "[v6]:port"."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"HA address {address!r} is not host:port")
+    return host.strip("[]"), int(port)
+
+
+class HASlave:
+    """Follows one master; see the module docstring."""
+
+    def __init__(
+        self,
+        store: ReplicatedLog,
+        *,
+        broker_id: int,
+        settings: HASettings,
+        clock_ms: Callable[[], int],
+        master_address: str,
+        expected_epoch: int,
+    ) -> None:
+        split_address(master_address)  # fail early on a bad address
+        self._store = store
+        self._broker_id = broker_id
+        self._settings = settings
+        self._clock = clock_ms
+        self.master_address = master_address
+        self.expected_epoch = expected_epoch
+        """The master epoch the controller announced; an older master is refused."""
+        self._task: asyncio.Task[None] | None = None
+        self._conn: SlaveConnection | None = None
+        self.sessions = 0
+        """Sessions that reached TRANSFER (for status and tests)."""
+        self.last_error: str | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None and self._conn.state is HAState.TRANSFER
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"ha-slave->{self.master_address}")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task])
+
+    def status(self) -> dict[str, object]:
+        return {
+            "masterAddress": self.master_address,
+            "connected": self.connected,
+            "sessions": self.sessions,
+            "lastError": self.last_error,
+        }
+
+    async def _run(self) -> None:
+        backoff = BACKOFF_INITIAL_S
+        while True:
+            try:
+                await self._session()
+            except (OSError, TimeoutError, BrokerError) as error:
+                self.last_error = f"{type(error).__name__}: {error}"
+                logger.warning("replication from %s stopped: %s", self.master_address, self.last_error)
+            except Exception as error:
+                self.last_error = f"{type(error).__name__}: {error}"
+                logger.exception("replication from %s failed", self.master_address)
+            reached_transfer = self.connected
+            self._conn = None
+            if reached_transfer:
+                backoff = BACKOFF_INITIAL_S
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+    async def _session(self) -> None:
+        host, port = split_address(self.master_address)
+        async with asyncio.timeout(self._settings.housekeeping_interval_ms / 1000):
+            reader, writer = await asyncio.open_connection(host, port)
+        try:
+            conn = self._conn = SlaveConnection(
+                broker_id=self._broker_id,
+                is_learner=self._settings.async_learner,
+                expected_epoch=self.expected_epoch,
+                heartbeat_interval_ms=self._settings.send_heartbeat_interval_ms,
+                now_ms=self._clock(),
+                max_transfer_body=DEFAULT_MAX_TRANSFER_BODY + self._settings.transfer_batch_size,
+            )
+            writer.write(encode(conn.handshake(self._clock())))
+            await writer.drain()
+            await self._follow(conn, reader, writer)
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+
+    async def _follow(
+        self, conn: SlaveConnection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> NoReturn:
+        housekeeping = self._settings.housekeeping_interval_ms
+        last_read = self._clock()
+        while True:
+            now = self._clock()
+            wake = conn.next_wakeup_ms()
+            until = last_read + housekeeping if wake is None else min(last_read + housekeeping, wake)
+            data: bytes | None = None
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(until - now, 0) / 1000):
+                    data = await reader.read(READ_SIZE)
+            now = self._clock()
+            if data is None:
+                if now - last_read >= housekeeping:
+                    raise TimeoutError(f"no frame from the master for {housekeeping} ms")
+                acks = conn.tick(now)
+            elif not data:
+                raise ConnectionError("the master closed the connection")
+            else:
+                last_read = now
+                was_transfer = conn.state is HAState.TRANSFER
+                acks = conn.receive(data, self._store, now) or conn.tick(now)
+                if not was_transfer and conn.state is HAState.TRANSFER:
+                    self.sessions += 1
+                    logger.info("replicating from %s at offset %d", self.master_address, conn.position)
+            for ack in acks:
+                writer.write(encode(ack))
+            if acks:
+                await writer.drain()

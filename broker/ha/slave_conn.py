@@ -1,0 +1,180 @@
+"""One HA connection on the slave's side, sans-I/O (RocketMQ `AutoSwitchHAClient`).
+
+The shell sends `handshake()`, feeds the master's bytes to `receive(data, store, now_ms)` and
+sends the acks it returns; `tick(store, now_ms)` returns a heartbeat ack when one is due. Any
+exception (`ProtocolError`, `ReplicationError`, a `StoreError`) means: drop the connection and
+reconnect later; the store is left consistent (every store call is all-or-nothing).
+
+On the master's HANDSHAKE (its epoch entries and max offset) the slave decides where its log
+stops agreeing with the master's (reference §4.3 `doTruncate`):
+
+- a new replica (no epoch entry) keeps nothing: it asks for offset 0, i.e. the master's min
+  offset, and accepts the first frame wherever the master's log starts. A log with bytes but no
+  epoch entry cannot be checked, so it is cut back to its start first;
+- otherwise `find_consistent_point` gives the offset `p` up to which both logs were written by
+  the same epochs; -1 means none: `ReplicationError`, retried later (a human may have to rebuild
+  this replica). The log and the epochs are cut at `p` (crash-safe: the store's `truncate`), and
+  the slave asks to continue from `p`;
+- a master whose last epoch is older than the epoch the controller announced, or than the
+  slave's own last epoch, is stale: `ReplicationError`, nothing is truncated. RocketMQ lets such a
+  master cut a slave's newer data.
+
+On each TRANSFER frame: its offset must be the slave's max offset (else the streams disagree:
+drop, re-handshake); a newer epoch is recorded with `append_epoch(epoch, epochStartOffset)`, the
+same epoch must have the same start offset, an older one is an error; the body is appended with
+`append_raw`; the confirm offset becomes min(frame's confirm offset, own max offset).
+
+Acks: right after the handshake decision (the offset to start from), after every frame that
+grew the log, and every `heartbeat_interval_ms` while idle. An ack never claims more than this
+connection has seen: before the first append it repeats the requested offset.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from brokergroup.broker.errors import ProtocolError
+from brokergroup.broker.ha import ReplicationError
+from brokergroup.broker.protocol.ha import (
+    DEFAULT_MAX_TRANSFER_BODY,
+    INT32_MAX,
+    NEED_DATA,
+    HAState,
+    MasterFrameDecoder,
+    MasterHandshake,
+    MasterTransfer,
+    SlaveHandshake,
+    SlaveTransferAck,
+)
+from brokergroup.broker.store.epoch import EpochEntry, find_consistent_point
+from brokergroup.broker.store.types import ReplicatedLog
+
+logger = logging.getLogger(__name__)
+
+
+class SlaveConnection:
+    """See the module docstring. `now_ms` values come from one monotonic clock."""
+
+    def __init__(
+        self,
+        *,
+        broker_id: int,
+        is_learner: bool,
+        expected_epoch: int,
+        heartbeat_interval_ms: int,
+        now_ms: int,
+        max_transfer_body: int = DEFAULT_MAX_TRANSFER_BODY,
+    ) -> None:
+        self._broker_id = broker_id
+        self._is_learner = is_learner
+        self._expected_epoch = expected_epoch
+        self._heartbeat_ms = heartbeat_interval_ms
+        self._decoder = MasterFrameDecoder(max_transfer_body=min(max_transfer_body, INT32_MAX))
+        self.state = HAState.READY
+        self._new_replica = False
+        self._position = -1
+        """Offset this connection has the log up to (what acks report); -1 before the handshake."""
+        self._reported = -1
+        self._last_sent_ms = now_ms
+
+    @property
+    def position(self) -> int:
+        return self._position
+
+    def handshake(self, now_ms: int) -> SlaveHandshake:
+        """The first frame to send."""
+        self.state = HAState.HANDSHAKE
+        self._last_sent_ms = now_ms
+        return SlaveHandshake(slave_broker_id=self._broker_id, is_async_learner=self._is_learner)
+
+    def receive(self, data: bytes, store: ReplicatedLog, now_ms: int) -> list[SlaveTransferAck]:
+        """Feed the master's bytes, apply every complete frame to `store`; the acks to send."""
+        self._decoder.feed(data)
+        while (frame := self._decoder.next_frame()) is not NEED_DATA:
+            if isinstance(frame, MasterHandshake):
+                self._on_handshake(frame, store)
+            else:
+                self._on_transfer(frame, store)
+        if self.state is HAState.TRANSFER and self._position != self._reported:
+            return [self._ack(now_ms)]
+        return []
+
+    def tick(self, now_ms: int) -> list[SlaveTransferAck]:
+        """A heartbeat ack if nothing was sent for `heartbeat_interval_ms`."""
+        if self.state is HAState.TRANSFER and now_ms - self._last_sent_ms >= self._heartbeat_ms:
+            return [self._ack(now_ms)]
+        return []
+
+    def next_wakeup_ms(self) -> int | None:
+        return self._last_sent_ms + self._heartbeat_ms if self.state is HAState.TRANSFER else None
+
+    def _ack(self, now_ms: int) -> SlaveTransferAck:
+        self._reported = self._position
+        self._last_sent_ms = now_ms
+        return SlaveTransferAck(self._position)
+
+    # ---- the master's handshake: where to truncate ------------------------------------------------
+    def _on_handshake(self, frame: MasterHandshake, store: ReplicatedLog) -> None:
+        if self.state is not HAState.HANDSHAKE:
+            raise ProtocolError(f"master HANDSHAKE in state {self.state.name}")
+        local = store.epochs.entries()
+        newest_known = max(self._expected_epoch, local[-1].epoch if local else -1)
+        if frame.master_last_epoch < newest_known or (not frame.entries and newest_known >= 0):
+            raise ReplicationError(
+                f"master's last epoch {frame.master_last_epoch} is older than epoch {newest_known} "
+                "known here: a stale master, nothing truncated"
+            )
+        if not local:
+            if store.max_offset > store.min_offset:
+                logger.warning(
+                    "log holds [%d, %d) but no epoch entry; cutting it to replicate from scratch",
+                    store.min_offset,
+                    store.max_offset,
+                )
+                store.truncate(store.min_offset)
+            self._new_replica = True
+            self._start(0)
+            return
+        master = [EpochEntry(e.epoch, e.start_offset) for e in frame.entries]
+        point = find_consistent_point(local, store.max_offset, master, frame.master_max_phy_offset)
+        if point < 0:
+            raise ReplicationError(
+                f"no consistent point between local epochs {_show(local)} and the master's {_show(master)}"
+            )
+        if point < store.min_offset:
+            raise ReplicationError(f"consistent point {point} is before this log's start {store.min_offset}")
+        starts = {e.epoch: e.start_offset for e in master}
+        stale_epochs = any(e.start_offset >= point and starts.get(e.epoch) != e.start_offset for e in local)
+        if point < store.max_offset or stale_epochs:
+            logger.info("truncating log from %d to the consistent point %d", store.max_offset, point)
+            store.truncate(point)
+        self._start(point)
+
+    def _start(self, offset: int) -> None:
+        self.state = HAState.TRANSFER
+        self._position = offset
+
+    # ---- the master's data -------------------------------------------------------------------------
+    def _on_transfer(self, frame: MasterTransfer, store: ReplicatedLog) -> None:
+        if self.state is not HAState.TRANSFER:
+            raise ProtocolError(f"master TRANSFER in state {self.state.name}")
+        empty = store.max_offset == store.min_offset
+        if frame.offset != store.max_offset and not (self._new_replica and empty):
+            raise ReplicationError(f"master sent offset={frame.offset}, this log ends at {store.max_offset}")
+        last = store.epochs.last_entry()
+        if last is None or frame.epoch > last.epoch:
+            if not store.append_epoch(EpochEntry(frame.epoch, frame.epoch_start_offset)):
+                raise ReplicationError(f"epoch {frame.epoch} at {frame.epoch_start_offset} refused after {last}")
+        elif frame.epoch < last.epoch or frame.epoch_start_offset != last.start_offset:
+            raise ReplicationError(
+                f"frame of epoch {frame.epoch} starting at {frame.epoch_start_offset} disagrees with the "
+                f"last local epoch {last.epoch} starting at {last.start_offset}"
+            )
+        if frame.body:
+            store.append_raw(frame.offset, frame.body)
+            self._position = store.max_offset
+        store.set_confirm_offset(min(frame.confirm_offset, store.max_offset))
+
+
+def _show(entries: list[EpochEntry] | tuple[EpochEntry, ...]) -> str:
+    return ", ".join(f"{e.epoch}@{e.start_offset}" for e in entries) or "none"

@@ -1,0 +1,454 @@
+"""Role management: RocketMQ's ReplicasManager for one broker replica.
+
+The broker starts fenced: no reads, no writes, until the controller says who is master.
+`RoleManager` registers (next-id, apply-id, register, resumable through the identity files),
+heartbeats every controller node over the persistent stream, asks for an election when there
+is no master (`brokerElect`), follows the controller's view (periodic replica-info, plus the
+controller's push to `POST /v1/role-change`), and turns each decision into a replication role
+(`HAService.become_master` / `become_slave`).
+
+Write lease (DESIGN §4, closes RocketMQ #7017): a master acknowledges writes only while it has
+reached the controller leader within `controller.write_lease_ms`, and that leader still names
+it master at its epoch. An old master cut off from the controllers stops acknowledging before
+the controllers can elect a new one (lease + 3 s stale-leader grace < heartbeat timeout, checked
+by the settings).
+
+A role-change push is only a hint: the broker re-reads replica-info from the controller before
+acting, so a forged push cannot demote a master or poison its epoch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import enum
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import aiohttp
+
+from brokergroup.broker.identity import Identity, IdentityFiles, check_matches
+from brokergroup.broker.settings import BrokerSettings
+from brokergroup.broker.store.types import PutStatus, ReplicatedLog
+from brokergroup.controller import protocol
+from brokergroup.controller.client import ControllerClient, HeartbeatStream
+from brokergroup.controller.codes import ControllerError, ResponseCode
+
+logger = logging.getLogger(__name__)
+
+
+class Role(enum.Enum):
+    NONE = "none"
+    MASTER = "master"
+    SLAVE = "slave"
+
+
+class Replication(Protocol):
+    """The part of `broker.ha.service.HAService` the role manager drives."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    @property
+    def address(self) -> str: ...
+
+    def check_put(self) -> PutStatus | None: ...
+
+    async def wait_replicated(self, next_offset: int) -> PutStatus: ...
+
+    def runtime_info(self) -> dict[str, Any]: ...
+
+    async def become_master(self, *, epoch: int, sync_state_set: frozenset[int], sync_state_set_epoch: int) -> None: ...
+
+    async def become_slave(self, *, master_ha_address: str, epoch: int) -> None: ...
+
+    def set_sync_state_set(self, members: frozenset[int], epoch: int) -> None: ...
+
+    @property
+    def sync_state_set(self) -> frozenset[int]: ...
+
+    @property
+    def sync_state_set_epoch(self) -> int: ...
+
+    def check_shrink(self) -> None: ...
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """What the controller says about this broker set, from any of its answers."""
+
+    master_broker_id: int | None
+    master_address: str | None
+    master_epoch: int
+    sync_state_set_epoch: int
+    sync_state_set: frozenset[int]
+
+    @classmethod
+    def of(cls, body: Any) -> Decision:
+        get = body.get if isinstance(body, dict) else lambda k: getattr(body, _snake(k))
+        return cls(
+            master_broker_id=get("masterBrokerId"),
+            master_address=get("masterAddress"),
+            master_epoch=int(get("masterEpoch") or 0),
+            sync_state_set_epoch=int(get("syncStateSetEpoch") or 0),
+            sync_state_set=frozenset(int(b) for b in (get("syncStateSet") or ())),
+        )
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
+class RoleManager:
+    def __init__(
+        self,
+        *,
+        settings: BrokerSettings,
+        store: ReplicatedLog,
+        make_ha: Callable[[int], Replication],
+        controller: ControllerClient,
+        session: aiohttp.ClientSession,
+        address: str,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self._make_ha = make_ha
+        self.ha: Replication | None = None
+        """Replication, created once the controller has given this broker its id."""
+        self.controller = controller
+        self.session = session
+        self.address = address
+        self.files = IdentityFiles(settings.data_dir)
+        self.broker_id: int | None = None
+        self.role = Role.NONE
+        self.fenced = True
+        self.master_broker_id: int | None = None
+        self.master_address: str | None = None
+        self.master_epoch = 0
+        self._lease_until_ms = 0
+        self._role_lock = asyncio.Lock()
+        self._report_lock = asyncio.Lock()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._follow: asyncio.Task[None] | None = None
+        self._sync_now = asyncio.Event()
+        self._streams = [HeartbeatStream(a, session=session) for a in settings.controller.addresses]
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        self._tasks.append(asyncio.get_running_loop().create_task(self._run()))
+
+    async def close(self) -> None:
+        tasks = [*self._tasks, *([self._follow] if self._follow else [])]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for stream in self._streams:
+            await stream.close()
+        if self.ha is not None:
+            await self.ha.stop()
+
+    def replication(self) -> Replication:
+        if self.ha is None:
+            raise RuntimeError("replication starts after registration")
+        return self.ha
+
+    async def _run(self) -> None:
+        registered = await self._register_until_done()
+        assert self.broker_id is not None
+        self.ha = self._make_ha(self.broker_id)
+        await self.ha.start()
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._heartbeat_loop()))
+        await self._heartbeat_once()
+        decision = Decision.of(registered)
+        if registered.master_broker_id is not None:
+            await self.apply(decision)
+        else:
+            await self.broker_elect()
+        self._tasks.append(loop.create_task(self._sync_loop()))
+        self._tasks.append(loop.create_task(self._check_loop()))
+
+    # ---- registration -------------------------------------------------------------------------
+    async def _register_until_done(self) -> protocol.RegisterResponse:
+        while True:
+            try:
+                return await self._register_once()
+            except ControllerError as exc:
+                logger.warning("registration with the controller failed: %s; retrying", exc)
+            await asyncio.sleep(1.0)
+
+    async def _register_once(self) -> protocol.RegisterResponse:
+        s = self.settings
+        identity = self.files.load()
+        if identity is not None:
+            check_matches(identity, cluster_name=s.cluster_name, broker_name=s.broker_name, path=self.files.final)
+        else:
+            temp = self.files.load_temp()
+            if temp is not None:
+                check_matches(temp, cluster_name=s.cluster_name, broker_name=s.broker_name, path=self.files.temp)
+            else:
+                nxt = await self.controller.next_id(
+                    protocol.NextIdRequest(cluster_name=s.cluster_name, broker_name=s.broker_name)
+                )
+                code = f"{self.address};{int(time.time() * 1000)}"
+                temp = Identity(s.cluster_name, s.broker_name, nxt.next_broker_id, code)
+                self.files.save_temp(temp)
+            try:
+                await self.controller.apply_id(
+                    protocol.ApplyIdRequest(
+                        cluster_name=s.cluster_name,
+                        broker_name=s.broker_name,
+                        applied_broker_id=temp.broker_id,
+                        register_check_code=temp.register_check_code or "",
+                    )
+                )
+            except ControllerError as exc:
+                if exc.code == ResponseCode.CONTROLLER_BROKER_ID_INVALID:
+                    self.files.drop_temp()  # someone else took this id: start over with next-id
+                raise
+            identity = Identity(s.cluster_name, s.broker_name, temp.broker_id)
+            self.files.save_final(identity)
+        self.broker_id = identity.broker_id
+        logger.info("broker %s/%s has controller id %s", s.broker_name, self.address, self.broker_id)
+        started = monotonic_ms()
+        response = await self.controller.register(
+            protocol.RegisterRequest(
+                cluster_name=s.cluster_name,
+                broker_name=s.broker_name,
+                broker_id=identity.broker_id,
+                broker_address=self.address,
+            )
+        )
+        self._renew_lease(started, Decision.of(response))
+        return response
+
+    # ---- heartbeats ---------------------------------------------------------------------------
+    def heartbeat_request(self) -> protocol.HeartbeatRequest:
+        s = self.settings
+        assert self.broker_id is not None
+        return protocol.HeartbeatRequest(
+            cluster_name=s.cluster_name,
+            broker_name=s.broker_name,
+            broker_addr=self.address,
+            broker_id=self.broker_id,
+            epoch=self.store.epochs.last_epoch(),
+            max_offset=self.store.max_offset,
+            confirm_offset=max(self.store.confirm_offset, -1),
+            heartbeat_timeout_mills=s.controller.heartbeat_timeout_ms,
+            election_priority=s.controller.election_priority,
+        )
+
+    async def _heartbeat_once(self) -> None:
+        beat = self.heartbeat_request()
+        for stream in self._streams:
+            try:
+                await stream.send(beat)
+            except (aiohttp.ClientError, OSError) as exc:
+                logger.debug("heartbeat to %s failed: %s", stream.address, exc)
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.controller.heartbeat_interval_ms / 1000)
+            await self._heartbeat_once()
+
+    # ---- following the controller -------------------------------------------------------------
+    async def _sync_loop(self) -> None:
+        c = self.settings.controller
+        period = min(c.sync_broker_metadata_period_ms, c.write_lease_ms // 3) / 1000
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._sync_now.wait(), period)
+            self._sync_now.clear()
+            await self.sync_once()
+
+    async def sync_once(self) -> None:
+        """RocketMQ schedulingSyncBrokerMetadata, plus the write lease."""
+        started = monotonic_ms()
+        try:
+            info = await self.controller.replica_info(self.settings.broker_name)
+        except ControllerError as exc:
+            if exc.code == ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST:
+                logger.warning("the controller lost broker set %s; registering again", self.settings.broker_name)
+                with contextlib.suppress(ControllerError):
+                    await self._register_once()
+            else:
+                logger.info("replica-info failed: %s", exc)
+            return
+        decision = Decision.of(info)
+        self._renew_lease(started, decision)
+        if decision.master_epoch > self.master_epoch:
+            if decision.master_broker_id is not None and decision.master_address:
+                await self.apply(decision)
+            else:
+                await self.broker_elect()
+        elif decision.master_broker_id is None and self.role is Role.NONE:
+            await self.broker_elect()
+        elif self.role is Role.MASTER and decision.sync_state_set_epoch > self.replication().sync_state_set_epoch:
+            self.replication().set_sync_state_set(decision.sync_state_set, decision.sync_state_set_epoch)
+
+    def poke(self) -> None:
+        """The controller pushed a role change: re-read replica-info now (the push is only a hint)."""
+        self._sync_now.set()
+
+    async def _check_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.controller.check_sync_state_set_period_ms / 1000)
+            if self.role is Role.MASTER:
+                self.replication().check_shrink()
+
+    async def broker_elect(self) -> bool:
+        """RocketMQ brokerElect: ask the controller to elect; SUCCESS and MASTER_STILL_EXIST both answer."""
+        s = self.settings
+        assert self.broker_id is not None
+        started = monotonic_ms()
+        request = protocol.ElectMasterRequest(
+            cluster_name=s.cluster_name, broker_name=s.broker_name, broker_id=self.broker_id
+        )
+        try:
+            decision = Decision.of(await self.controller.elect_master(request))
+        except ControllerError as exc:
+            if exc.code != ResponseCode.CONTROLLER_MASTER_STILL_EXIST or not exc.data:
+                logger.info("broker-triggered election: %s", exc)
+                return False
+            decision = Decision.of(exc.data)
+        if decision.master_broker_id is None or not decision.master_address:
+            return False
+        self._renew_lease(started, decision)
+        await self.apply(decision)
+        return True
+
+    # ---- role changes ---------------------------------------------------------------------------
+    async def apply(self, decision: Decision) -> None:
+        if decision.master_broker_id == self.broker_id:
+            await self.change_to_master(decision)
+        elif decision.master_broker_id is not None and decision.master_address:
+            await self.change_to_slave(decision)
+
+    async def change_to_master(self, decision: Decision) -> None:
+        async with self._role_lock:
+            if decision.master_epoch <= self.master_epoch and self.role is Role.MASTER:
+                return
+            if decision.master_epoch < self.master_epoch:
+                return
+            if self._follow is not None:
+                self._follow.cancel()
+                self._follow = None
+            self.master_epoch = decision.master_epoch
+            await self.replication().become_master(
+                epoch=decision.master_epoch,
+                sync_state_set=decision.sync_state_set,
+                sync_state_set_epoch=decision.sync_state_set_epoch,
+            )
+            self.role = Role.MASTER
+            self.master_broker_id = self.broker_id
+            self.master_address = self.address
+            self.fenced = False
+            logger.info(
+                "now MASTER of %s at epoch %s, sync-state-set %s",
+                self.settings.broker_name,
+                self.master_epoch,
+                sorted(decision.sync_state_set),
+            )
+        self.replication().check_shrink()
+
+    async def change_to_slave(self, decision: Decision) -> None:
+        async with self._role_lock:
+            if decision.master_epoch <= self.master_epoch:
+                return
+            self.master_epoch = decision.master_epoch
+            self.role = Role.SLAVE
+            self.master_broker_id = decision.master_broker_id
+            self.master_address = decision.master_address
+            self.fenced = False
+            if self._follow is not None:
+                self._follow.cancel()
+            assert decision.master_address is not None
+            self._follow = asyncio.get_running_loop().create_task(
+                self._follow_master(decision.master_address, decision.master_epoch)
+            )
+            logger.info(
+                "now SLAVE of %s (master %s at %s, epoch %s)",
+                self.settings.broker_name,
+                decision.master_broker_id,
+                decision.master_address,
+                decision.master_epoch,
+            )
+
+    async def _follow_master(self, master_address: str, epoch: int) -> None:
+        """Learn the master's HA address from its status, then replicate from it."""
+        delay = 0.1
+        while True:
+            try:
+                async with self.session.get(
+                    f"http://{master_address}/v1/status", timeout=aiohttp.ClientTimeout(total=3)
+                ) as r:
+                    ha_address = (await r.json()).get("haAddress") if r.status == 200 else None
+            except (aiohttp.ClientError, TimeoutError, ValueError):
+                ha_address = None
+            if ha_address:
+                await self.replication().become_slave(master_ha_address=ha_address, epoch=epoch)
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    # ---- sync-state-set reports ------------------------------------------------------------------
+    def on_sync_state_set_change(self, proposed: frozenset[int]) -> None:
+        """Callback from replication: report a shrink/expand to the controller."""
+        if self.role is Role.MASTER:
+            asyncio.get_running_loop().create_task(self._report(proposed))
+
+    async def _report(self, proposed: frozenset[int]) -> None:
+        async with self._report_lock:
+            if self.role is not Role.MASTER or self.broker_id is None:
+                return
+            request = protocol.AlterSyncStateSetRequest(
+                broker_name=self.settings.broker_name,
+                master_broker_id=self.broker_id,
+                master_epoch=self.master_epoch,
+                sync_state_set=sorted(proposed | {self.broker_id}),
+                sync_state_set_epoch=self.replication().sync_state_set_epoch,
+            )
+            try:
+                response = await self.controller.alter_sync_state_set(request)
+            except ControllerError as exc:
+                logger.info("alter-sync-state-set %s: %s", sorted(proposed), exc)
+                return
+            self.replication().set_sync_state_set(frozenset(response.sync_state_set), response.sync_state_set_epoch)
+            logger.info("sync-state-set is now %s (epoch %s)", response.sync_state_set, response.sync_state_set_epoch)
+
+    # ---- writes ------------------------------------------------------------------------------------
+    def _renew_lease(self, started_ms: int, decision: Decision) -> None:
+        if decision.master_broker_id == self.broker_id and decision.master_epoch >= self.master_epoch:
+            self._lease_until_ms = started_ms + self.settings.controller.write_lease_ms
+
+    def lease_remaining_ms(self) -> int:
+        return max(0, self._lease_until_ms - monotonic_ms())
+
+    def check_write(self) -> tuple[PutStatus, str] | None:
+        """None when this broker may acknowledge writes; else the status and why not."""
+        if self.fenced or self.role is not Role.MASTER:
+            return PutStatus.SERVICE_NOT_AVAILABLE, f"this broker is not the master (role {self.role.value})"
+        if self.lease_remaining_ms() <= 0:
+            return PutStatus.SERVICE_NOT_AVAILABLE, "write lease expired: the controller leader is unreachable"
+        return None
+
+    def view(self) -> dict[str, Any]:
+        return {
+            "role": self.role.value,
+            "fenced": self.fenced,
+            "brokerId": self.broker_id,
+            "masterBrokerId": self.master_broker_id,
+            "masterAddress": self.master_address,
+            "masterEpoch": self.master_epoch,
+            "writeLeaseRemainingMs": self.lease_remaining_ms() if self.role is Role.MASTER else 0,
+        }

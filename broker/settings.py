@@ -1,0 +1,138 @@
+"""Settings of one broker replica (`brokergroup broker`).
+
+Loaded like every process's settings (`brokergroup.common.settings`): TOML file, then
+`BG_BROKER_*` environment variables (groups split by `__`), then flags. Names follow RocketMQ's
+`BrokerConfig` / `MessageStoreConfig` keys where one exists, in snake_case.
+"""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class FlushMode(enum.Enum):
+    SYNC = "SYNC"
+    """A put returns after its bytes are fsynced (group commit)."""
+    ASYNC = "ASYNC"
+    """A put returns after the write; a background task fsyncs every `flush_interval_ms`."""
+
+
+class StoreSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    segment_size: Annotated[int, Field(ge=4096, le=2**31)] = 64 * 1024 * 1024
+    """Commit-log segment file size (must be the same on every replica of a set)."""
+    max_message_size: Annotated[int, Field(ge=1, le=64 * 1024 * 1024)] = 4 * 1024 * 1024
+    """Largest message body accepted."""
+    flush: FlushMode = FlushMode.SYNC
+    """SYNC: fsync before acknowledging (group commit); ASYNC: fsync in the background."""
+    flush_interval_ms: Annotated[int, Field(ge=1, le=60_000)] = 500
+    """ASYNC mode: fsync period."""
+    sync_flush_timeout_ms: Annotated[int, Field(ge=1, le=60_000)] = 5000
+    """SYNC mode: a put waits this long for its fsync, then answers FLUSH_DISK_TIMEOUT."""
+
+
+class HASettings(BaseModel):
+    """Replication (RocketMQ MessageStoreConfig HA keys)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    host: str = "127.0.0.1"
+    """Interface the HA port binds to."""
+    port: Annotated[int, Field(ge=0, le=65535)] = 10912
+    """HA listen port (haListenPort); 0 picks a free one (tests)."""
+    transfer_batch_size: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 32 * 1024
+    """haTransferBatchSize: most commit-log bytes per TRANSFER frame."""
+    send_heartbeat_interval_ms: Annotated[int, Field(ge=10, le=600_000)] = 5000
+    """haSendHeartbeatInterval: an idle master sends an empty frame, an idle slave re-acks."""
+    housekeeping_interval_ms: Annotated[int, Field(ge=100, le=600_000)] = 20_000
+    """haHousekeepingInterval: drop a connection with no reads for this long."""
+    max_time_slave_not_catchup_ms: Annotated[int, Field(ge=100, le=3_600_000)] = 15_000
+    """haMaxTimeSlaveNotCatchup: shrink a slave out of the sync-state-set after this long behind."""
+    slave_timeout_ms: Annotated[int, Field(ge=1, le=600_000)] = 3000
+    """slaveTimeout: a put waits this long for replica acks, then answers FLUSH_SLAVE_TIMEOUT."""
+    all_ack_in_sync_state_set: bool = False
+    """allAckInSyncStateSet: wait for every sync-state-set member (else `in_sync_replicas`)."""
+    in_sync_replicas: Annotated[int, Field(ge=1, le=64)] = 1
+    """inSyncReplicas: acks a put waits for, master included, when not all-ack."""
+    min_in_sync_replicas: Annotated[int, Field(ge=1, le=64)] = 1
+    """minInSyncReplicas: refuse puts (IN_SYNC_REPLICAS_NOT_ENOUGH) below this many in-sync replicas."""
+    async_learner: bool = False
+    """asyncLearner: replicate but never join the sync-state-set."""
+
+
+class ControllerLinkSettings(BaseModel):
+    """How the broker talks to the controller (RocketMQ BrokerConfig controller keys)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    addresses: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["127.0.0.1:9878"])
+    """controllerAddr: controller API addresses (`;`-separated in env and flags)."""
+    heartbeat_interval_ms: Annotated[int, Field(ge=50, le=60_000)] = 1000
+    """brokerHeartbeatInterval."""
+    heartbeat_timeout_ms: Annotated[int, Field(ge=100, le=600_000)] = 10_000
+    """controllerHeartBeatTimeoutMills, sent with every heartbeat."""
+    sync_broker_metadata_period_ms: Annotated[int, Field(ge=50, le=600_000)] = 5000
+    """syncBrokerMetadataPeriod: replica-info poll."""
+    check_sync_state_set_period_ms: Annotated[int, Field(ge=50, le=600_000)] = 5000
+    """checkSyncStateSetPeriod: the master's shrink check."""
+    election_priority: Annotated[int, Field(ge=0, le=2**31 - 1)] = 2**31 - 1
+    """brokerElectionPriority: lower is preferred among equally up-to-date replicas."""
+    write_lease_ms: Annotated[int, Field(ge=100, le=600_000)] = 5000
+    """brokergroup: a master acknowledges writes only while it has reached the controller leader
+    within this long; an isolated old master stops acknowledging (closes RocketMQ #7017)."""
+    admin_token: str | None = None
+    """Token for controller admin calls (not needed by brokers today)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split(cls, data: object) -> object:
+        if isinstance(data, dict) and isinstance(data.get("addresses"), str):
+            data = {**data, "addresses": [a.strip() for a in data["addresses"].split(";") if a.strip()]}
+        return data
+
+    @model_validator(mode="after")
+    def _lease(self) -> ControllerLinkSettings:
+        if not self.addresses:
+            raise ValueError("controller.addresses: at least one controller address is needed")
+        # A stale controller leader may answer for up to 3 s after losing its quorum.
+        if self.write_lease_ms + 3000 >= self.heartbeat_timeout_ms:
+            raise ValueError(
+                f"controller.write_lease_ms ({self.write_lease_ms}) + 3000 ms (a stale controller leader's "
+                f"grace) must be below controller.heartbeat_timeout_ms ({self.heartbeat_timeout_ms}), or an "
+                "isolated old master could still acknowledge writes after a new master is elected"
+            )
+        return self
+
+
+class BrokerSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="BG_BROKER_", env_nested_delimiter="__", extra="forbid", use_attribute_docstrings=True
+    )
+    cluster_name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._%|-]*$", max_length=128)] = "DefaultCluster"
+    """brokerClusterName."""
+    broker_name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._%|-]*$", max_length=128)] = "broker-a"
+    """brokerName: the broker set this replica belongs to."""
+    data_dir: Path = Path("data/broker")
+    """Commit log, epoch file, identity files."""
+    host: str = "127.0.0.1"
+    """Interface the HTTP API binds to."""
+    port: Annotated[int, Field(ge=0, le=65535)] = 10911
+    """HTTP client/admin API port (listenPort)."""
+    advertise_host: str | None = None
+    """Host other processes use to reach this broker (default: `host`)."""
+    log_level: str = "INFO"
+    store: StoreSettings = Field(default_factory=StoreSettings)
+    ha: HASettings = Field(default_factory=HASettings)
+    controller: ControllerLinkSettings = Field(default_factory=ControllerLinkSettings)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> BrokerSettings:
+        if self.ha.min_in_sync_replicas > max(self.ha.in_sync_replicas, 1) and not self.ha.all_ack_in_sync_state_set:
+            raise ValueError(
+                f"ha.min_in_sync_replicas ({self.ha.min_in_sync_replicas}) cannot exceed ha.in_sync_replicas "
+                f"({self.ha.in_sync_replicas}) unless ha.all_ack_in_sync_state_set is true"
+            )
+        return self

@@ -1,0 +1,191 @@
+"""Group commit: when puts are acknowledged relative to fsync (RocketMQ GroupCommitService /
+FlushRealTimeService, reference §4.6).
+
+- SYNC: `wait_flushed(offset)` parks the put until a flush covers `offset`. One flush runs at a
+  time, in a worker thread; it covers everything appended before it started, and every put that
+  arrives while it runs is covered by the next one, so N concurrent puts cost about two fsyncs,
+  not N. After `timeout_ms` the put gets False (the caller answers FLUSH_DISK_TIMEOUT; the message
+  stays in the log).
+- ASYNC: `wait_flushed` answers True at once; a task flushes every `interval_ms` if anything is
+  unflushed.
+
+Both modes flush once more on `stop()`. The flush itself is `store.prepare_flush()` on the event
+loop, the returned job in a thread (it only fsyncs duplicated descriptors, so puts keep
+appending meanwhile), then `store.complete_flush(ticket)` on the event loop; a flush that raced
+with a truncation counts for nothing (segments.py).
+
+A failed fsync (OSError) is sticky: Linux may drop the dirty pages and report a later fsync as
+successful, so after one failure every `wait_flushed` answers False (in both modes) until the
+process restarts and recovers the log from disk.
+
+Invariant: `wait_flushed(offset)` answers True only if `store.flushed_offset >= offset` held at
+some point after the call (or the mode is ASYNC and no fsync has failed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from brokergroup.broker.settings import FlushMode
+from brokergroup.broker.store.segments import FlushTicket
+
+logger = logging.getLogger(__name__)
+
+RunInThread = Callable[[Callable[[], None]], Awaitable[None]]
+"""Runs a flush job away from the event loop; a seam for tests (slow or counted flushes)."""
+
+
+class Flushable(Protocol):
+    """What the flusher needs from the store (`MessageStore`)."""
+
+    @property
+    def max_offset(self) -> int: ...
+
+    @property
+    def flushed_offset(self) -> int: ...
+
+    def prepare_flush(self) -> tuple[FlushTicket, Callable[[], None]]: ...
+
+    def complete_flush(self, ticket: FlushTicket) -> bool: ...
+
+
+async def run_in_worker_thread(job: Callable[[], None]) -> None:
+    await asyncio.to_thread(job)
+
+
+class GroupCommitFlusher:
+    """See the module docstring. `start()` inside a running event loop; `await stop()` before
+    closing the store."""
+
+    def __init__(
+        self,
+        store: Flushable,
+        mode: FlushMode,
+        *,
+        interval_ms: int,
+        timeout_ms: int,
+        run_in_thread: RunInThread = run_in_worker_thread,
+    ) -> None:
+        if interval_ms < 1 or timeout_ms < 1:
+            raise ValueError(f"interval_ms={interval_ms} and timeout_ms={timeout_ms} must be at least 1")
+        self.store = store
+        self.mode = mode
+        self.interval_s = interval_ms / 1000
+        self.timeout_s = timeout_ms / 1000
+        self._run_in_thread = run_in_thread
+        self._waiters: list[tuple[int, asyncio.Future[bool]]] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self.flush_count = 0
+        """Flushes completed (or failed) so far."""
+        self.failure: OSError | None = None
+        """The fsync error that broke the flusher, if any (see the module docstring)."""
+
+    @property
+    def flushed_offset(self) -> int:
+        return self.store.flushed_offset
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._stopping
+
+    def start(self) -> None:
+        if self._task is not None:
+            raise RuntimeError("the flusher was already started")
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"flusher-{self.mode.value}")
+
+    async def stop(self) -> None:
+        """Flush once more and stop; gives up (logged) after `timeout_ms` if a flush hangs."""
+        if self._task is None or self._stopping:
+            return
+        self._stopping = True
+        self._wake.set()
+        try:
+            await asyncio.wait_for(self._task, self.timeout_s)
+        except TimeoutError:
+            logger.warning("flusher did not finish its last flush within %.3f s; stopped anyway", self.timeout_s)
+        self._answer_all()
+
+    async def wait_flushed(self, offset: int) -> bool:
+        """True once the log is durable up to `offset` (SYNC) or at once (ASYNC); False on
+        timeout, after an fsync failure, or when the flusher is not running and `offset` is not
+        flushed."""
+        if self.failure is not None:
+            return False
+        if self.mode is FlushMode.ASYNC or self.store.flushed_offset >= offset:
+            return True
+        if not self.running:
+            return False
+        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiters.append((offset, waiter))
+        self._wake.set()
+        try:
+            return await asyncio.wait_for(waiter, self.timeout_s)
+        except TimeoutError:
+            logger.warning("flush to offset=%d not done within %.3f s", offset, self.timeout_s)
+            return False
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            if self.mode is FlushMode.ASYNC:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.interval_s)
+            else:
+                await self._wake.wait()
+            self._wake.clear()
+            await self._flush_while_needed()
+        await self._flush_while_needed()
+
+    def _wanted(self) -> bool:
+        """Anything to flush now: a SYNC waiter the log can satisfy, or (ASYNC, stopping) any
+        unflushed byte."""
+        if self.failure is not None:
+            return False
+        flushed, end = self.store.flushed_offset, self.store.max_offset
+        if self.mode is FlushMode.ASYNC or self._stopping:
+            return end > flushed
+        return any(flushed < offset and not waiter.done() for offset, waiter in self._waiters) and end > flushed
+
+    async def _flush_while_needed(self) -> None:
+        while self._wanted():
+            await self._flush_once()
+            self._answer()
+
+    async def _flush_once(self) -> None:
+        ticket, job = self.store.prepare_flush()
+        try:
+            await self._run_in_thread(job)
+        except OSError as error:
+            logger.exception("fsync of the commit log failed; refusing to acknowledge further flushes")
+            self.failure = error
+        else:
+            if not self.store.complete_flush(ticket):
+                logger.info("flush to offset=%d raced with a truncation; not counted", ticket.target)
+        self.flush_count += 1
+
+    def _answer(self) -> None:
+        """Resolve the waiters the log now covers (all of them, False, after a failure)."""
+        flushed = self.store.flushed_offset
+        keep = []
+        for offset, waiter in self._waiters:
+            if waiter.done():
+                continue
+            if self.failure is not None:
+                waiter.set_result(False)
+            elif offset <= flushed:
+                waiter.set_result(True)
+            else:
+                keep.append((offset, waiter))
+        self._waiters = keep
+
+    def _answer_all(self) -> None:
+        self._answer()
+        for _, waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(False)
+        self._waiters = []

@@ -1,0 +1,249 @@
+"""In-memory indexes over the commit log, fed record by record (pure: no I/O, no clock).
+
+Every record passes two stages, each in log order:
+
+- **append**, when it enters the log (a master's put, a slave's `append_raw`, the rescan on
+  open): a MESSAGE takes the next queue offset of its (topic, queue_id), counted from 0, so a
+  master can answer a put with its queue offset at once; the idempotent-producer table learns
+  `producer_id -> producer_seq` and where that message landed. Master and slave both do this at
+  append time, so deduplication survives a failover to a slave.
+- **dispatch**, when it is confirmed (its end is at or before the confirm offset): a MESSAGE
+  becomes visible in its consume queue, a CONSUMER_OFFSET record updates its group's offset.
+  Consumer offsets therefore are exactly as consistent as the messages (DESIGN §4, #4771).
+
+Invariants:
+
+- appended records have strictly increasing offsets; dispatch follows the same order, and a
+  record is dispatched iff its end is at or before `dispatched_offset` (the dispatch watermark);
+- entry `i` of a consume queue is the message appended with queue offset `i`, so
+  `queue_max_offset <= next_queue_offset` for every queue (dispatched never runs ahead of appended);
+- queue offsets count from the first record the indexes were fed: replicas agree on them when
+  their logs start at the same offset (nothing here deletes old entries);
+- the producer table is bounded: the last `window` (1024) sequence numbers per producer, and at
+  most `max_producers` (1024) producers, evicting the least recently *appended-to* one. Worst case
+  about a million remembered positions (~150 MB); a retry of a forgotten sequence is still
+  recognised as a duplicate (`seq <= last`) but has no original position, and a retry from an
+  evicted producer is stored again. Only appends change the table, so replicas fed the same log
+  hold the same table.
+"""
+
+from __future__ import annotations
+
+import collections
+from array import array
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from brokergroup.broker.store.record import ConsumerOffset, DecodedRecord, RecordKind
+from brokergroup.broker.store.types import Appended
+
+DEFAULT_SEQ_WINDOW: Final = 1024
+DEFAULT_MAX_PRODUCERS: Final = 1024
+
+QueueKey = tuple[str, int]
+"""(topic, queue_id)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordInfo:
+    """What the indexes need from one record: no body, so pending records stay small."""
+
+    offset: int
+    size: int
+    kind: RecordKind
+    topic: str
+    queue_id: int
+    producer_id: int = -1
+    producer_seq: int = -1
+    consumer_offset: ConsumerOffset | None = None
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.size
+
+    @classmethod
+    def from_decoded(cls, record: DecodedRecord) -> RecordInfo:
+        return cls(
+            offset=record.offset,
+            size=record.size,
+            kind=record.kind,
+            topic=record.topic,
+            queue_id=record.queue_id,
+            producer_id=record.producer_id,
+            producer_seq=record.producer_seq,
+            consumer_offset=record.consumer_offset(),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class QueueEntry:
+    """One dispatched message of a consume queue."""
+
+    queue_offset: int
+    commit_offset: int
+    size: int
+
+
+class _Producer:
+    __slots__ = ("last_seq", "recent")
+
+    def __init__(self) -> None:
+        self.last_seq = -1
+        self.recent: collections.OrderedDict[int, Appended] = collections.OrderedDict()
+
+
+class ProducerTable:
+    """`producer_id -> last producer_seq`, and where its recent sequences landed (bounded, see
+    the module docstring)."""
+
+    def __init__(self, *, max_producers: int = DEFAULT_MAX_PRODUCERS, window: int = DEFAULT_SEQ_WINDOW) -> None:
+        if max_producers < 1 or window < 1:
+            raise ValueError(f"max_producers={max_producers} and window={window} must be at least 1")
+        self.max_producers = max_producers
+        self.window = window
+        self._producers: collections.OrderedDict[int, _Producer] = collections.OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._producers)
+
+    def last_seq(self, producer_id: int) -> int:
+        """The highest sequence appended for `producer_id`, or -1 (unknown or evicted)."""
+        producer = self._producers.get(producer_id)
+        return producer.last_seq if producer is not None else -1
+
+    def original(self, producer_id: int, producer_seq: int) -> Appended | None:
+        """Where `(producer_id, producer_seq)` landed, as a duplicate, if it is remembered."""
+        producer = self._producers.get(producer_id)
+        appended = producer.recent.get(producer_seq) if producer is not None else None
+        return Appended(appended.commit_offset, appended.size, appended.queue_offset, True) if appended else None
+
+    def record(self, producer_id: int, producer_seq: int, appended: Appended) -> None:
+        producer = self._producers.get(producer_id)
+        if producer is None:
+            producer = self._producers[producer_id] = _Producer()
+            if len(self._producers) > self.max_producers:
+                self._producers.popitem(last=False)
+        else:
+            self._producers.move_to_end(producer_id)
+        producer.last_seq = max(producer.last_seq, producer_seq)
+        producer.recent[producer_seq] = appended
+        if len(producer.recent) > self.window:
+            producer.recent.popitem(last=False)
+
+
+class _ConsumeQueue:
+    """Commit offsets and sizes of dispatched messages, indexed by queue offset (compact arrays)."""
+
+    __slots__ = ("offsets", "sizes")
+
+    def __init__(self) -> None:
+        self.offsets = array("q")
+        self.sizes = array("q")
+
+
+class StoreIndexes:
+    """Consume queues, append counters, producer table and group offsets (module docstring)."""
+
+    def __init__(self, *, max_producers: int = DEFAULT_MAX_PRODUCERS, seq_window: int = DEFAULT_SEQ_WINDOW) -> None:
+        self.producers = ProducerTable(max_producers=max_producers, window=seq_window)
+        self._next_queue_offset: dict[QueueKey, int] = {}
+        self._queues: dict[QueueKey, _ConsumeQueue] = {}
+        self._group_offsets: dict[tuple[str, str, int], int] = {}
+        self._pending: collections.deque[tuple[RecordInfo, int | None]] = collections.deque()
+        self._appended_offset = -1
+        self._dispatched_offset = 0
+
+    @classmethod
+    def rebuild(
+        cls,
+        records: Iterable[DecodedRecord],
+        *,
+        dispatch_up_to: int,
+        max_producers: int = DEFAULT_MAX_PRODUCERS,
+        seq_window: int = DEFAULT_SEQ_WINDOW,
+    ) -> StoreIndexes:
+        """Indexes of a log holding `records` (in log order), dispatched up to `dispatch_up_to`."""
+        indexes = cls(max_producers=max_producers, seq_window=seq_window)
+        for record in records:
+            indexes.append(RecordInfo.from_decoded(record))
+            if record.offset + record.size <= dispatch_up_to:
+                indexes.dispatch(record.offset + record.size)
+        indexes.dispatch(dispatch_up_to)
+        return indexes
+
+    # -- append stage
+    def next_queue_offset(self, topic: str, queue_id: int) -> int:
+        """The queue offset the next MESSAGE appended to this queue takes."""
+        return self._next_queue_offset.get((topic, queue_id), 0)
+
+    def append(self, info: RecordInfo) -> Appended:
+        """Index a record that just entered the log; returns where it landed (not a duplicate)."""
+        if info.offset < self._appended_offset:
+            raise ValueError(f"record at offset={info.offset} appended after offset={self._appended_offset}")
+        self._appended_offset = info.end
+        queue_offset: int | None = None
+        if info.kind == RecordKind.MESSAGE:
+            key = (info.topic, info.queue_id)
+            queue_offset = self._next_queue_offset.get(key, 0)
+            self._next_queue_offset[key] = queue_offset + 1
+        appended = Appended(info.offset, info.size, queue_offset, False)
+        if info.producer_id >= 0:
+            self.producers.record(info.producer_id, info.producer_seq, appended)
+        self._pending.append((info, queue_offset))
+        return appended
+
+    # -- dispatch stage
+    @property
+    def dispatched_offset(self) -> int:
+        """The dispatch watermark: every record ending at or before it is visible."""
+        return self._dispatched_offset
+
+    @property
+    def pending_count(self) -> int:
+        """Records appended but not yet dispatched."""
+        return len(self._pending)
+
+    def dispatch(self, up_to: int) -> int:
+        """Make every appended record ending at or before `up_to` visible; returns how many."""
+        count = 0
+        while self._pending and self._pending[0][0].end <= up_to:
+            info, queue_offset = self._pending.popleft()
+            if queue_offset is not None:
+                queue = self._queues.setdefault((info.topic, info.queue_id), _ConsumeQueue())
+                assert len(queue.offsets) == queue_offset, "dispatch follows append order"
+                queue.offsets.append(info.offset)
+                queue.sizes.append(info.size)
+            elif info.consumer_offset is not None:
+                co = info.consumer_offset
+                self._group_offsets[(co.group, co.topic, co.queue_id)] = co.offset
+            count += 1
+        self._dispatched_offset = max(self._dispatched_offset, up_to)
+        return count
+
+    # -- queries over dispatched records
+    def queue_min_offset(self, topic: str, queue_id: int) -> int:
+        return 0
+
+    def queue_max_offset(self, topic: str, queue_id: int) -> int:
+        """The queue offset one past the last visible message (0 for an unknown queue)."""
+        queue = self._queues.get((topic, queue_id))
+        return len(queue.offsets) if queue is not None else 0
+
+    def entries(self, topic: str, queue_id: int, queue_offset: int, max_count: int) -> list[QueueEntry]:
+        """Up to `max_count` visible messages of a queue from `queue_offset` on."""
+        queue = self._queues.get((topic, queue_id))
+        if queue is None or queue_offset < 0:
+            return []
+        stop = min(len(queue.offsets), queue_offset + max_count)
+        return [QueueEntry(i, queue.offsets[i], queue.sizes[i]) for i in range(queue_offset, stop)]
+
+    def consumer_offset(self, group: str, topic: str, queue_id: int) -> int | None:
+        return self._group_offsets.get((group, topic, queue_id))
+
+    def topics(self) -> dict[str, list[int]]:
+        """Topic -> sorted queue ids that hold visible messages."""
+        found: dict[str, list[int]] = {}
+        for topic, queue_id in sorted(self._queues):
+            found.setdefault(topic, []).append(queue_id)
+        return found

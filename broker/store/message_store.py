@@ -1,0 +1,377 @@
+"""The message store: commit log + epochs + confirm checkpoint + in-memory indexes.
+
+`MessageStore` implements `ReplicatedLog` (types.py) for replication, and the producer/consumer
+API. Files under the store directory: `commitlog/` (segments.py), `epochFileCheckpoint` (+`.bak`,
+epoch.py), `confirm.checkpoint` (checkpoint.py). Not thread-safe: one owner calls it; only the
+job from `prepare_flush()` may run in another thread.
+
+Invariants:
+
+- consumers see exactly the records ending at or before `confirm_offset` (the dispatch
+  watermark); consumer-group offsets come from those records only (DESIGN §4, #4771);
+- `min_offset <= confirm_offset <= max_offset`; the confirm offset only grows, except that
+  `truncate` lowers it to the cut;
+- the persisted confirm offset never exceeds the log: it is lowered (and written at once) on
+  open when the recovered log is shorter, and by `truncate`. So a restart dispatches only what was
+  confirmed and never exposes, or hands out queue offsets of, bytes beyond it (#6609, #7689);
+- queue offsets are assigned at append time from *all* appended records, confirmed or not, so an
+  unconfirmed tail never has its queue offsets reused unless it is truncated away (#6344);
+- the producer table is updated at append time, on a master's put and a slave's `append_raw`.
+
+Costs: opening and `truncate` rescan the whole log to rebuild the indexes (O(log size); truncation
+happens only on a role change or a slave's re-handshake). The confirm checkpoint is written at
+most every 200 ms by `set_confirm_offset` (plus `flush_checkpoint()`, `flush()`, `close()`); after
+a crash it may lag, which only delays visibility until replication confirms again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from brokergroup.broker.errors import CorruptLogError
+from brokergroup.broker.settings import StoreSettings
+from brokergroup.broker.store import put_plan
+from brokergroup.broker.store.checkpoint import ConfirmCheckpoint
+from brokergroup.broker.store.epoch import EpochCache, EpochEntry
+from brokergroup.broker.store.indexes import DEFAULT_MAX_PRODUCERS, RecordInfo, StoreIndexes
+from brokergroup.broker.store.record import Blank, ConsumerOffset, DecodedRecord, RecordKind, decode_record
+from brokergroup.broker.store.segments import CommitLog, FlushTicket, MemoryLog, SegmentedLog
+from brokergroup.broker.store.types import Appended, Message, PutResult, StoredMessage
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_INTERVAL_S: Final = 0.2
+SCAN_CHUNK: Final = 1024 * 1024
+COMMITLOG_DIR: Final = "commitlog"
+EPOCH_FILE: Final = "epochFileCheckpoint"
+CONFIRM_FILE: Final = "confirm.checkpoint"
+
+
+def scan_records(log: SegmentedLog, start: int) -> Iterator[DecodedRecord]:
+    """Every record of `log` from `start` (a record boundary) to its end; blanks skipped."""
+    offset = start
+    while offset < log.max_offset:
+        chunk = log.read(offset, SCAN_CHUNK)
+        yield from decode_all(chunk, base=offset, max_body=log.max_body)
+        offset += len(chunk)
+
+
+def decode_all(data: bytes, *, base: int, max_body: int) -> Iterator[DecodedRecord]:
+    """The records of whole items in `data`, their offsets shifted by `base`."""
+    position = 0
+    while position < len(data):
+        item = decode_record(data, position, max_body=max_body)
+        if isinstance(item, DecodedRecord):
+            yield dataclasses.replace(item, offset=base + position)
+        elif not isinstance(item, Blank):
+            raise CorruptLogError(f"commit log item at offset={base + position} is damaged: {item}")
+        position += item.size
+
+
+class MessageStore:
+    """See the module docstring. Build with `MessageStore.open`."""
+
+    def __init__(
+        self,
+        *,
+        log: SegmentedLog,
+        epochs: EpochCache,
+        checkpoint: ConfirmCheckpoint,
+        settings: StoreSettings,
+        clock: Callable[[], float] = time.monotonic,
+        max_producers: int = DEFAULT_MAX_PRODUCERS,
+    ) -> None:
+        self._log = log
+        self._epochs = epochs
+        self._checkpoint = checkpoint
+        self.settings = settings
+        self._clock = clock
+        self._max_producers = max_producers
+        self._listeners: list[Callable[[int], None]] = []
+        self._epochs.truncate_suffix_by_offset(log.max_offset + 1)  # crash between log and epoch truncation
+        persisted = checkpoint.read()
+        confirm = min(max(persisted if persisted is not None else log.min_offset, log.min_offset), log.max_offset)
+        if persisted is not None and persisted != confirm:
+            logger.warning("confirm offset %d is outside the recovered log; now %d", persisted, confirm)
+            checkpoint.write(confirm)
+            persisted = confirm
+        self._confirm = confirm
+        self._persisted = persisted
+        self._last_persist = clock()
+        self._indexes = self._rebuild()
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | os.PathLike[str],
+        settings: StoreSettings,
+        *,
+        memory: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        max_producers: int = DEFAULT_MAX_PRODUCERS,
+    ) -> MessageStore:
+        """Open (recovering) or create the store in `directory`; `memory=True` keeps it all in
+        memory (MemoryLog, epochs and checkpoint without files) and ignores `directory`."""
+        if memory:
+            log: SegmentedLog = MemoryLog(segment_size=settings.segment_size, max_body=settings.max_message_size)
+            return cls(
+                log=log,
+                epochs=EpochCache(),
+                checkpoint=ConfirmCheckpoint(None),
+                settings=settings,
+                clock=clock,
+                max_producers=max_producers,
+            )
+        root = Path(directory)
+        log = CommitLog(root / COMMITLOG_DIR, segment_size=settings.segment_size, max_body=settings.max_message_size)
+        try:
+            return cls(
+                log=log,
+                epochs=EpochCache.open(root / EPOCH_FILE),
+                checkpoint=ConfirmCheckpoint(root / CONFIRM_FILE),
+                settings=settings,
+                clock=clock,
+                max_producers=max_producers,
+            )
+        except BaseException:
+            log.close()
+            raise
+
+    def _rebuild(self) -> StoreIndexes:
+        return StoreIndexes.rebuild(
+            scan_records(self._log, self._log.min_offset),
+            dispatch_up_to=self._confirm,
+            max_producers=self._max_producers,
+        )
+
+    # -- ReplicatedLog: offsets, epochs, raw bytes
+    @property
+    def max_offset(self) -> int:
+        return self._log.max_offset
+
+    @property
+    def min_offset(self) -> int:
+        return self._log.min_offset
+
+    @property
+    def confirm_offset(self) -> int:
+        return self._confirm
+
+    @property
+    def dispatched_offset(self) -> int:
+        return self._indexes.dispatched_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self._log.max_offset - self._log.unflushed_bytes
+
+    @property
+    def epochs(self) -> EpochCache:
+        return self._epochs
+
+    def append_epoch(self, entry: EpochEntry) -> bool:
+        return self._epochs.append_entry(entry)
+
+    def read_raw(self, offset: int, max_bytes: int) -> bytes:
+        return self._log.read(offset, max_bytes)
+
+    def add_append_listener(self, listener: Callable[[int], None]) -> None:
+        """`listener(max_offset)` after every append; it runs inline and must not raise."""
+        self._listeners.append(listener)
+
+    def _appended(self) -> None:
+        for listener in self._listeners:
+            listener(self._log.max_offset)
+
+    # -- confirm offset
+    def set_confirm_offset(self, offset: int) -> None:
+        """Raise the commit point (clamped to [min_offset, max_offset]; a lower value is ignored,
+        only `truncate` lowers it), dispatch what it newly covers, persist at most every 200 ms."""
+        offset = min(max(offset, self._log.min_offset), self._log.max_offset)
+        if offset <= self._confirm:
+            return
+        self._confirm = offset
+        self._indexes.dispatch(offset)
+        if self._clock() - self._last_persist >= CHECKPOINT_INTERVAL_S:
+            self.flush_checkpoint()
+
+    def flush_checkpoint(self) -> None:
+        """Persist the confirm offset now, if it changed since the last write."""
+        if self._persisted != self._confirm:
+            self._checkpoint.write(self._confirm)
+            self._persisted = self._confirm
+        self._last_persist = self._clock()
+
+    # -- master: puts
+    def put_messages(self, messages: Sequence[Message], *, now_ms: int) -> PutResult:
+        """Append the new messages of a batch in one log append; duplicates of an idempotent
+        producer's sequence are not stored again and answer with the original position."""
+        records = put_plan.encode_messages(
+            messages, now_ms=now_ms, max_body=self.settings.max_message_size, segment_size=self._log.segment_size
+        )
+        before = self._log.max_offset
+        verdicts = put_plan.plan_duplicates(messages, self._indexes.producers)
+        fresh = [i for i, verdict in enumerate(verdicts) if isinstance(verdict, put_plan.New)]
+        placed = self._log.append([records[i] for i in fresh])
+        results: dict[int, Appended] = {}
+        for index, (offset, size) in zip(fresh, placed, strict=True):
+            message = messages[index]
+            info = RecordInfo(
+                offset=offset,
+                size=size,
+                kind=RecordKind.MESSAGE,
+                topic=message.topic,
+                queue_id=message.queue_id,
+                producer_id=message.producer_id,
+                producer_seq=message.producer_seq,
+            )
+            results[index] = self._indexes.append(info)
+        appended: list[Appended] = []
+        next_offset = self._log.max_offset if fresh or not messages else 0
+        for index, verdict in enumerate(verdicts):
+            if isinstance(verdict, put_plan.New):
+                appended.append(results[index])
+                continue
+            original = results[verdict.index] if isinstance(verdict, put_plan.SameAs) else verdict
+            appended.append(dataclasses.replace(original, duplicate=True))
+            # an ack must cover the original too; a forgotten one is covered by everything so far
+            end = original.commit_offset + original.size if original.commit_offset >= 0 else before
+            next_offset = max(next_offset, end)
+        if fresh:
+            self._appended()
+        return PutResult(tuple(appended), next_offset)
+
+    def put_consumer_offset(self, *, group: str, topic: str, queue_id: int, offset: int, now_ms: int) -> PutResult:
+        """Store a consumer group's progress in the log; visible once confirmed."""
+        record = put_plan.encode_offset_commit(
+            group=group, topic=topic, queue_id=queue_id, offset=offset, now_ms=now_ms
+        )
+        [(position, size)] = self._log.append([record])
+        info = RecordInfo(
+            offset=position,
+            size=size,
+            kind=RecordKind.CONSUMER_OFFSET,
+            topic=topic,
+            queue_id=queue_id,
+            consumer_offset=ConsumerOffset(group=group, topic=topic, queue_id=queue_id, offset=offset),
+        )
+        appended = self._indexes.append(info)
+        self._appended()
+        return PutResult((appended,), position + size)
+
+    # -- slave: replicated appends and truncation
+    def append_raw(self, offset: int, data: bytes) -> None:
+        """Append whole records replicated from the master (see `SegmentedLog.append_raw`)."""
+        rebase = bool(data) and self._log.max_offset == self._log.min_offset and offset != self._log.max_offset
+        self._log.append_raw(offset, data)
+        if not data:
+            return
+        if rebase:  # an empty log restarted at the master's first segment
+            self._confirm = self._log.min_offset
+            self._indexes = self._rebuild()
+            self.flush_checkpoint()
+        else:
+            for record in decode_all(data, base=offset, max_body=self._log.max_body):
+                self._indexes.append(RecordInfo.from_decoded(record))
+        self._appended()
+
+    def truncate(self, offset: int) -> None:
+        """Cut the log crash-safely at `offset` (a record boundary), then the epochs; lower the
+        confirm offset (persisted at once) and rebuild the indexes by rescanning the log."""
+        cut = offset < self._log.max_offset
+        self._log.truncate(offset)
+        self._epochs.truncate_suffix_by_offset(offset)
+        if self._confirm > offset:
+            logger.warning("truncating at offset=%d below confirm offset=%d", offset, self._confirm)
+            self._confirm = offset
+            self.flush_checkpoint()
+        if cut:
+            self._indexes = self._rebuild()
+
+    # -- consumers
+    def get_messages(
+        self, topic: str, queue_id: int, queue_offset: int, *, max_count: int, max_bytes: int
+    ) -> list[StoredMessage]:
+        """Visible messages of a queue from `queue_offset`: at most `max_count`, and at most
+        `max_bytes` of records (but at least one message if any is visible)."""
+        if max_count < 1 or max_bytes < 1:
+            raise ValueError(f"max_count={max_count} and max_bytes={max_bytes} must be positive")
+        found: list[StoredMessage] = []
+        total = 0
+        for entry in self._indexes.entries(topic, queue_id, queue_offset, max_count):
+            if found and total + entry.size > max_bytes:
+                break
+            data = self._log.read(entry.commit_offset, entry.size)
+            record = decode_record(data, 0, max_body=self._log.max_body)
+            if not isinstance(record, DecodedRecord) or record.size != entry.size:
+                raise CorruptLogError(f"commit log record at offset={entry.commit_offset} is damaged: {record}")
+            total += entry.size
+            found.append(
+                StoredMessage(
+                    topic=record.topic,
+                    queue_id=record.queue_id,
+                    queue_offset=entry.queue_offset,
+                    commit_offset=entry.commit_offset,
+                    size=entry.size,
+                    body=record.body,
+                    born_timestamp_ms=record.born_timestamp_ms,
+                    store_timestamp_ms=record.store_timestamp_ms,
+                    properties=record.properties,
+                    producer_id=record.producer_id,
+                    producer_seq=record.producer_seq,
+                )
+            )
+        return found
+
+    def queue_min_offset(self, topic: str, queue_id: int) -> int:
+        return self._indexes.queue_min_offset(topic, queue_id)
+
+    def queue_max_offset(self, topic: str, queue_id: int) -> int:
+        """One past the last visible message's queue offset."""
+        return self._indexes.queue_max_offset(topic, queue_id)
+
+    def consumer_offset(self, group: str, topic: str, queue_id: int) -> int | None:
+        return self._indexes.consumer_offset(group, topic, queue_id)
+
+    def topics(self) -> dict[str, list[int]]:
+        """Topic -> queue ids holding visible messages."""
+        return self._indexes.topics()
+
+    # -- durability and lifecycle
+    def prepare_flush(self) -> tuple[FlushTicket, Callable[[], None]]:
+        """A flush for a worker thread (group commit); see `SegmentedLog.prepare_flush`."""
+        return self._log.prepare_flush()
+
+    def complete_flush(self, ticket: FlushTicket) -> bool:
+        return self._log.complete_flush(ticket)
+
+    def flush(self) -> None:
+        """fsync the log and persist the confirm offset, in this thread."""
+        self._log.flush()
+        self.flush_checkpoint()
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            self._log.close()
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "maxOffset": self.max_offset,
+            "minOffset": self.min_offset,
+            "confirmOffset": self.confirm_offset,
+            "dispatchedOffset": self.dispatched_offset,
+            "flushedOffset": self.flushed_offset,
+            "topics": len(self.topics()),
+            "epochs": [
+                {"epoch": e.epoch, "startOffset": e.start_offset, "endOffset": e.end_offset}
+                for e in self._epochs.entries()
+            ],
+        }

@@ -1,0 +1,173 @@
+"""Request and response bodies of the broker's HTTP API, and the binary batch format.
+
+JSON carries message bodies as base64. For throughput, `POST /v1/messages` also accepts a
+binary batch (`Content-Type: application/x-brokergroup-batch`), big-endian:
+
+    u8   version = 1
+    u16  topic length, then the topic (utf-8)
+    i32  queue id
+    i64  producer id (-1 = not idempotent)
+    u32  message count
+    per message:
+      i64  producer sequence (-1 = none)
+      i64  born timestamp, ms
+      u32  properties length, then the properties as a JSON object (0 = none)
+      u32  body length, then the body
+
+Every malformed input is refused with `WireError` naming the field.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+import struct
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from brokergroup.broker.errors import BrokerError
+from brokergroup.broker.store.types import Message
+
+BATCH_CONTENT_TYPE = "application/x-brokergroup-batch"
+MAX_BATCH = 1024
+MAX_QUEUE_ID = 1023
+TOPIC_PATTERN = re.compile(r"[A-Za-z0-9_.%|-]{1,127}")
+Topic = Annotated[str, Field(min_length=1, max_length=127, pattern=r"^[A-Za-z0-9_.%|-]+$")]
+QueueId = Annotated[int, Field(ge=0, le=MAX_QUEUE_ID)]
+
+
+class WireError(BrokerError):
+    """A request body that cannot be used; the message names the field."""
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", strict=True)
+
+
+class MessageIn(Body):
+    body: str
+    """base64"""
+    properties: dict[str, str] = Field(default_factory=dict)
+    seq: Annotated[int, Field(ge=-1)] = -1
+    born_timestamp: Annotated[int, Field(ge=0)] | None = None
+
+
+class ProduceRequest(Body):
+    topic: Topic
+    queue_id: QueueId = 0
+    producer_id: Annotated[int, Field(ge=-1, le=2**63 - 1)] = -1
+    messages: Annotated[list[MessageIn], Field(min_length=1, max_length=MAX_BATCH)]
+
+
+class ConsumerOffsetRequest(Body):
+    group: Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9_.%|-]+$")]
+    topic: Topic
+    queue_id: QueueId
+    offset: Annotated[int, Field(ge=0)]
+
+
+def messages_from_json(req: ProduceRequest, *, now_ms: int) -> list[Message]:
+    out = []
+    for i, m in enumerate(req.messages):
+        try:
+            body = base64.b64decode(m.body, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise WireError(f"messages[{i}].body: not valid base64") from exc
+        if req.producer_id >= 0 and m.seq < 0:
+            raise WireError(f"messages[{i}].seq: required (>= 0) when producerId is set")
+        out.append(
+            Message(
+                topic=req.topic,
+                queue_id=req.queue_id,
+                body=body,
+                born_timestamp_ms=m.born_timestamp if m.born_timestamp is not None else now_ms,
+                properties=m.properties,
+                producer_id=req.producer_id,
+                producer_seq=m.seq if req.producer_id >= 0 else -1,
+            )
+        )
+    return out
+
+
+def encode_batch(
+    *, topic: str, queue_id: int, producer_id: int, messages: list[tuple[int, int, dict[str, str], bytes]]
+) -> bytes:
+    """messages: (seq, born_ms, properties, body) tuples."""
+    t = topic.encode()
+    parts = [struct.pack(">BH", 1, len(t)), t, struct.pack(">iqI", queue_id, producer_id, len(messages))]
+    for seq, born, props, body in messages:
+        p = json.dumps(props, separators=(",", ":"), sort_keys=True).encode() if props else b""
+        parts += [struct.pack(">qqI", seq, born, len(p)), p, struct.pack(">I", len(body)), body]
+    return b"".join(parts)
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def take(self, n: int, what: str) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise WireError(f"batch truncated while reading {what} at byte {self.pos}")
+        chunk = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return chunk
+
+    def unpack(self, fmt: str, what: str) -> tuple[Any, ...]:
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt), what))
+
+
+def decode_batch(data: bytes, *, now_ms: int) -> list[Message]:
+    r = _Reader(data)
+    (version,) = r.unpack(">B", "version")
+    if version != 1:
+        raise WireError(f"version: unsupported batch version {version}")
+    (topic_len,) = r.unpack(">H", "topic length")
+    try:
+        topic = r.take(topic_len, "topic").decode()
+    except UnicodeDecodeError as exc:
+        raise WireError("topic: not utf-8") from exc
+    queue_id, producer_id, count = r.unpack(">iqI", "queue id, producer id, count")
+    check = ProduceRequest.model_construct(topic=topic, queue_id=queue_id, producer_id=producer_id, messages=[])
+    try:
+        ProduceRequest.model_validate(
+            {"topic": check.topic, "queueId": queue_id, "producerId": producer_id, "messages": [{"body": ""}]}
+        )
+    except ValueError as exc:
+        raise WireError(f"batch header: {exc}") from exc
+    if not 1 <= count <= MAX_BATCH:
+        raise WireError(f"count: {count} messages; must be 1..{MAX_BATCH}")
+    out = []
+    for i in range(count):
+        seq, born, props_len = r.unpack(">qqI", f"message {i} header")
+        raw_props = r.take(props_len, f"message {i} properties")
+        try:
+            props = json.loads(raw_props) if raw_props else {}
+        except ValueError as exc:
+            raise WireError(f"messages[{i}].properties: not JSON") from exc
+        if not isinstance(props, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
+            raise WireError(f"messages[{i}].properties: must be an object of strings")
+        (body_len,) = r.unpack(">I", f"message {i} body length")
+        body = r.take(body_len, f"message {i} body")
+        if producer_id >= 0 and seq < 0:
+            raise WireError(f"messages[{i}].seq: required (>= 0) when producerId is set")
+        if born < 0:
+            raise WireError(f"messages[{i}].bornTimestamp: negative")
+        out.append(
+            Message(
+                topic=topic,
+                queue_id=queue_id,
+                body=body,
+                born_timestamp_ms=born or now_ms,
+                properties=props,
+                producer_id=producer_id,
+                producer_seq=seq if producer_id >= 0 else -1,
+            )
+        )
+    if r.pos != len(data):
+        raise WireError(f"{len(data) - r.pos} trailing bytes after {count} messages")
+    return out

@@ -1,0 +1,131 @@
+"""Sync-state-set churn and single-replica risk windows.
+
+Shrinks and expands compare each raft record's sync-state-set with the set's previous one
+(`array_except` both ways) and name every replica that left or joined. An election shrinks the
+set to the new master on purpose; its rows carry `type` ELECT_MASTER so they can be told apart.
+
+A *risk window* is a stretch of the set's raft history with a master whose sync-state-set is
+smaller than `max(2, minInSyncReplicas)`: an acknowledged message then lives on fewer replicas
+than promised, and losing the master loses it (Kafka's "last replica standing", KIP-966). Gaps
+and islands: an island starts at the record that enters the risk state and ends at the first
+record that leaves it; a window still open when the log ends is measured to the log's last
+timestamp and marked `open`. Windows of at least `long_ms` are `long_risk_window` warnings.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from brokergroup.spark.transform import findings, prepare
+
+
+def risk_threshold(min_in_sync_replicas: int) -> int:
+    """A sync-state-set smaller than this is a risk: one replica, or fewer than minInSyncReplicas."""
+    return max(2, min_in_sync_replicas)
+
+
+def changes(events: DataFrame) -> DataFrame:
+    """One row per replica that left (shrink) or joined (expand) a set's sync-state-set."""
+    with_sss = prepare.set_raft(events).where(F.col("syncStateSet").isNotNull())
+    w = prepare.raft_order("brokerName")
+    steps = with_sss.withColumn("before", F.lag("syncStateSet").over(w)).where(F.col("before").isNotNull())
+    moved = F.concat(
+        tagged("shrink", F.array_except("before", "syncStateSet")),
+        tagged("expand", F.array_except("syncStateSet", "before")),
+    )
+    return steps.select(
+        "brokerName",
+        "ts",
+        "term",
+        "index",
+        "type",
+        "reason",
+        "masterEpoch",
+        "syncStateSetEpoch",
+        F.size("before").alias("sizeBefore"),
+        F.size("syncStateSet").alias("sizeAfter"),
+        F.explode(moved).alias("m"),
+    ).select(
+        "brokerName",
+        "ts",
+        "term",
+        "index",
+        "type",
+        "reason",
+        F.col("m.c").alias("change"),
+        F.col("m.r").alias("replica"),
+        "sizeBefore",
+        "sizeAfter",
+        "masterEpoch",
+        "syncStateSetEpoch",
+    )
+
+
+def tagged(change: str, replicas: Column) -> Column:
+    return F.transform(replicas, lambda r: F.struct(F.lit(change).alias("c"), r.alias("r")))
+
+
+def at_risk(threshold: int) -> Column:
+    sss = F.col("syncStateSet")
+    return F.coalesce(F.col("masterBrokerId").isNotNull() & sss.isNotNull() & (F.size(sss) < threshold), F.lit(False))
+
+
+def risk_windows(events: DataFrame, *, min_in_sync_replicas: int, long_ms: int) -> DataFrame:
+    """One row per risk window: start, end, duration, open, smallest set size, master at start."""
+    w = prepare.raft_order("brokerName")
+    flagged = (
+        prepare.set_raft(events)
+        .withColumn("risk", at_risk(risk_threshold(min_in_sync_replicas)))
+        .withColumn("wasRisk", F.coalesce(F.lag("risk").over(w), F.lit(False)))
+        .withColumn("starts", F.col("risk") & ~F.col("wasRisk"))
+        .withColumn("island", F.sum(F.col("starts").cast("int")).over(w.rowsBetween(Window.unboundedPreceding, 0)))
+    )
+    start = F.struct("ts", "term", "index", "masterBrokerId")
+    islands = (
+        flagged.where(F.col("risk") | F.col("wasRisk"))
+        .groupBy("brokerName", "island")
+        .agg(
+            F.max(F.when(F.col("starts"), start)).alias("s"),
+            F.max(F.when(~F.col("risk"), F.col("ts"))).alias("closedTs"),
+            F.min(F.when(F.col("risk"), F.size("syncStateSet"))).alias("minSize"),
+        )
+        .crossJoin(prepare.horizon(events))
+    )
+    end = F.coalesce(F.col("closedTs"), F.col("horizonTs"))
+    duration = end - F.col("s.ts")
+    return islands.select(
+        "brokerName",
+        F.col("s.ts").alias("startMs"),
+        end.alias("endMs"),
+        duration.alias("durationMs"),
+        F.col("closedTs").isNull().alias("open"),
+        "minSize",
+        F.col("s.masterBrokerId").alias("masterBrokerId"),
+        F.col("s.term").alias("term"),
+        F.col("s.index").alias("index"),
+        (duration >= long_ms).alias("long"),
+    )
+
+
+def long_window_findings(windows: DataFrame, *, long_ms: int) -> DataFrame:
+    long = windows.where(F.col("long"))
+    detail = F.concat(
+        F.lit("sync-state-set below the risk threshold for "),
+        F.format_number(F.col("durationMs") / 1000, 1),
+        F.lit(" s (limit "),
+        F.lit(f"{long_ms / 1000:.1f}"),
+        F.lit(" s)"),
+        F.when(F.col("open"), F.lit(", still open when the log ends")).otherwise(F.lit("")),
+    )
+    return findings.as_findings(
+        long,
+        "long_risk_window",
+        detail=detail,
+        brokerName=F.col("brokerName"),
+        brokerId=F.col("masterBrokerId"),
+        term=F.col("term"),
+        index=F.col("index"),
+        ts=F.col("startMs"),
+        value=F.col("durationMs"),
+    )

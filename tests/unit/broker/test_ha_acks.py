@@ -1,0 +1,66 @@
+"""Put waiters: released on notify in offset order, timed out, failed on a role loss."""
+
+from __future__ import annotations
+
+import asyncio
+
+from brokergroup.broker.ha.acks import AckWaiters
+from brokergroup.broker.store.types import PutStatus
+
+
+class Acks:
+    def __init__(self) -> None:
+        self.offset = 0
+        self.calls = 0
+
+    def __call__(self, next_offset: int) -> bool:
+        self.calls += 1
+        return next_offset <= self.offset
+
+
+async def test_an_already_acked_put_returns_at_once() -> None:
+    acks = Acks()
+    acks.offset = 100
+    assert await AckWaiters(acks).wait(100, 10) is PutStatus.PUT_OK
+
+
+async def test_waiters_are_released_as_acks_arrive() -> None:
+    acks = Acks()
+    waiters = AckWaiters(acks)
+    tasks = [asyncio.create_task(waiters.wait(offset, 10)) for offset in (300, 100, 200)]
+    await asyncio.sleep(0)
+    assert len(waiters) == 3
+    acks.offset = 200
+    acks.calls = 0
+    waiters.notify()
+    await asyncio.sleep(0)
+    assert [t.done() for t in tasks] == [False, True, True]
+    assert acks.calls == 3  # 100, 200 released, 300 checked once: nothing beyond is looked at
+    acks.offset = 300
+    waiters.notify()
+    assert await asyncio.gather(*tasks) == [PutStatus.PUT_OK] * 3
+    assert len(waiters) == 0
+
+
+async def test_a_waiter_times_out_with_flush_slave_timeout() -> None:
+    waiters = AckWaiters(Acks())
+    assert await waiters.wait(100, 0.01) is PutStatus.FLUSH_SLAVE_TIMEOUT
+    assert len(waiters) == 0
+    waiters.notify()  # the timed-out entry is dropped lazily
+
+
+async def test_fail_all_answers_every_waiter() -> None:
+    waiters = AckWaiters(Acks())
+    tasks = [asyncio.create_task(waiters.wait(offset, 10)) for offset in (1, 2)]
+    await asyncio.sleep(0)
+    waiters.fail_all()
+    assert await asyncio.gather(*tasks) == [PutStatus.FLUSH_SLAVE_TIMEOUT] * 2
+
+
+async def test_a_cancelled_put_leaves_no_waiter() -> None:
+    waiters = AckWaiters(Acks())
+    task = asyncio.create_task(waiters.wait(5, 10))
+    await asyncio.sleep(0)
+    task.cancel()
+    await asyncio.wait([task])
+    assert len(waiters) == 0
