@@ -25,6 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     from brokergroup import demo
 
     demo.add_parser(sub)
+    from brokergroup.spark import cli as audit_cli
+
+    audit_cli.add_parser(sub)
     return parser
 
 

@@ -91,7 +91,7 @@ class HAService:
 
     @property
     def address(self) -> str:
-        """ "host:port" actually bound."""
+        """The "host:port" the HA port is bound to (`settings.host`, so bind a reachable host)."""
         return self._server.address
 
     @property

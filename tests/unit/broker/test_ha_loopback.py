@@ -23,7 +23,7 @@ SETTINGS = HASettings(
     send_heartbeat_interval_ms=50,
     housekeeping_interval_ms=3000,
     max_time_slave_not_catchup_ms=3000,
-    slave_timeout_ms=400,
+    slave_timeout_ms=800,
     all_ack_in_sync_state_set=True,
 )
 
