@@ -217,12 +217,20 @@ async def status(request: web.Request) -> web.Response:
             "clusterName": ctx.settings.cluster_name,
             "brokerName": ctx.settings.broker_name,
             "address": ctx.address,
-            "haAddress": ctx.role.ha.address if ctx.role.ha is not None else None,
+            "haAddress": advertised_ha_address(ctx),
             **ctx.role.view(),
             "store": ctx.store.status(),
             "replication": ctx.role.ha.runtime_info() if ctx.role.ha is not None else None,
         }
     )
+
+
+def advertised_ha_address(ctx: BrokerContext) -> str | None:
+    """The HA address slaves should dial: the bound port on the advertised host."""
+    if ctx.role.ha is None:
+        return None
+    port = str(ctx.role.ha.address).rsplit(":", 1)[1]
+    return f"{ctx.settings.advertise_host or ctx.settings.ha.host}:{port}"
 
 
 async def epochs(request: web.Request) -> web.Response:

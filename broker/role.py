@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from brokergroup.broker.ha import ReplicationError
 from brokergroup.broker.identity import Identity, IdentityFiles, check_matches
 from brokergroup.broker.settings import BrokerSettings
 from brokergroup.broker.store.types import PutStatus, ReplicatedLog
@@ -293,7 +294,9 @@ class RoleManager:
                 await self.broker_elect()
         elif decision.master_broker_id is None and self.role is Role.NONE:
             await self.broker_elect()
-        elif self.role is Role.MASTER and decision.sync_state_set_epoch > self.replication().sync_state_set_epoch:
+        elif self.role is Role.MASTER and decision.master_epoch == self.master_epoch:
+            # Adopt the controller's view on every read: it also ends a proposal the controller never
+            # committed (e.g. an expansion whose slave died), which would otherwise hold the union open.
             self.replication().set_sync_state_set(decision.sync_state_set, decision.sync_state_set_epoch)
 
     def poke(self) -> None:
@@ -343,12 +346,19 @@ class RoleManager:
             if self._follow is not None:
                 self._follow.cancel()
                 self._follow = None
+            try:
+                await self.replication().become_master(
+                    epoch=decision.master_epoch,
+                    sync_state_set=decision.sync_state_set,
+                    sync_state_set_epoch=decision.sync_state_set_epoch,
+                )
+            except ReplicationError as exc:
+                # Our log holds a newer epoch than the controller's: its state went back in time.
+                # Taking the role (as RocketMQ does) would relabel newer data; stay fenced instead.
+                logger.error("refusing the master role at epoch %s: %s", decision.master_epoch, exc)  # noqa: TRY400
+                self.role, self.fenced = Role.NONE, True
+                return
             self.master_epoch = decision.master_epoch
-            await self.replication().become_master(
-                epoch=decision.master_epoch,
-                sync_state_set=decision.sync_state_set,
-                sync_state_set_epoch=decision.sync_state_set_epoch,
-            )
             self.role = Role.MASTER
             self.master_broker_id = self.broker_id
             self.master_address = self.address
@@ -422,6 +432,7 @@ class RoleManager:
                 response = await self.controller.alter_sync_state_set(request)
             except ControllerError as exc:
                 logger.info("alter-sync-state-set %s: %s", sorted(proposed), exc)
+                self.poke()  # re-read the controller's view, which settles the proposal
                 return
             self.replication().set_sync_state_set(frozenset(response.sync_state_set), response.sync_state_set_epoch)
             logger.info("sync-state-set is now %s (epoch %s)", response.sync_state_set, response.sync_state_set_epoch)

@@ -130,6 +130,11 @@ class BrokerSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _consistent(self) -> BrokerSettings:
+        if self.advertise_host is None and (self.host in ("0.0.0.0", "::") or self.ha.host in ("0.0.0.0", "::")):
+            raise ValueError(
+                "advertise_host is required when binding to all interfaces: other replicas and the controller "
+                "must know an address that reaches this broker"
+            )
         if self.ha.min_in_sync_replicas > max(self.ha.in_sync_replicas, 1) and not self.ha.all_ack_in_sync_state_set:
             raise ValueError(
                 f"ha.min_in_sync_replicas ({self.ha.min_in_sync_replicas}) cannot exceed ha.in_sync_replicas "

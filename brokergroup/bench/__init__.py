@@ -7,8 +7,9 @@ from typing import Any
 
 
 def add_parser(sub: Any) -> None:
-    from brokergroup.bench import controller
+    from brokergroup.bench import controller, produce
 
     bench: argparse.ArgumentParser = sub.add_parser("bench", help="benchmarks (JSON output)")
     kinds = bench.add_subparsers(dest="bench_command", metavar="BENCHMARK", required=True)
     controller.add_parser(kinds)
+    produce.add_parser(kinds)

@@ -1,0 +1,681 @@
+"""`brokergroup bench produce`: produce throughput and latency on a local broker set (1 master, 2
+slaves, 3 controllers, all real processes), in sync and async modes, single-message and batched,
+with a bare asyncio-socket baseline (direct and replicated to two followers) in the same run.
+
+Modes (broker flags on every replica):
+
+- sync: `--flush SYNC --all-ack --min-in-sync-replicas 2`. A put is acknowledged once the
+  master has fsynced it (group commit) AND every member of the sync-state-set (all 3 replicas
+  here, as the benchmark waits for the full set) has acknowledged it. Slaves acknowledge what
+  they have written, not fsynced (RocketMQ's SYNC_MASTER). Puts are refused when fewer than 2
+  replicas are in sync.
+- async: `--flush ASYNC --in-sync-replicas 1 --min-in-sync-replicas 1`. A put is acknowledged
+  once the master has written it to its log (page cache); fsync runs every 500 ms in the
+  background and slaves replicate in the background (RocketMQ's ASYNC_MASTER + ASYNC_FLUSH).
+
+Phases, per mode, each with its own topic (queue 0):
+
+- single: `--messages` sends of one message each as JSON (`Producer.send`, base64 body,
+  idempotent producer id + sequence), `--concurrency` producers, each waiting for its ack before
+  its next send;
+- batched: `--messages` messages in binary batch bodies (`application/x-brokergroup-batch`) of
+  `--batch` messages each, `--concurrency` producers, same discipline.
+
+Latency is per request, as the client sees it (encoding, HTTP, put, flush, replica acks,
+decoding). MB/s counts message bodies only (10^6 bytes). The client runs in this process on the
+same machine, so it competes for the same cores; CPU use of every process is reported per phase.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import functools
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from brokergroup.bench import socket_baseline
+from brokergroup.bench.stats import machine, summarize
+from brokergroup.broker import wire
+from brokergroup.broker.client import MasterFinder, ProduceError, Producer
+from brokergroup.controller.client import ControllerClient
+from brokergroup.controller.codes import ControllerError
+from brokergroup.local.brokers import BrokerSet
+from brokergroup.local.controllers import ControllerGroup, settled
+
+CLUSTER = "bench"
+MAX_BODY = 8 * 1024 * 1024
+"""The broker API's request size limit (broker/api.py MAX_BODY)."""
+MAX_MESSAGE = 4 * 1024 * 1024
+"""The broker's default store.max_message_size."""
+
+BROKER_TIMING = [
+    "--set", "controller.heartbeat_interval_ms=500",
+    "--set", "controller.sync_broker_metadata_period_ms=500",
+    "--set", "controller.check_sync_state_set_period_ms=1000",
+    "--log-level", "WARNING",
+]  # fmt: skip
+"""Faster start-up only (role learned, set expanded within ~1 s); puts do not depend on these."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Mode:
+    flags: list[str]
+    meaning: str
+
+
+MODES: dict[str, Mode] = {
+    "sync": Mode(
+        flags=["--flush", "SYNC", "--all-ack", "--min-in-sync-replicas", "2"],
+        meaning="acknowledged after the master's fsync (group commit) and the write acks of every sync-state-set "
+        "member (3 of 3 here); slaves ack what they have written, not fsynced; refused below 2 in-sync replicas",
+    ),
+    "async": Mode(
+        flags=["--flush", "ASYNC", "--in-sync-replicas", "1", "--min-in-sync-replicas", "1"],
+        meaning="acknowledged after the master's write to its log (page cache); fsync every 500 ms and "
+        "replication to the slaves in the background",
+    ),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    messages: int
+    size: int
+    batch: int
+    concurrency: int
+    modes: list[str]
+    warmup: int
+    profile_dir: Path | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "messages_per_phase": self.messages,
+            "message_size": self.size,
+            "batch": self.batch,
+            "concurrency": self.concurrency,
+            "modes": self.modes,
+            "warmup_requests": self.warmup,
+            "replicas": 3,
+            "controllers": 3,
+            "profiled": self.profile_dir is not None,
+        }
+
+
+class BenchError(Exception):
+    pass
+
+
+def add_parser(kinds: Any) -> None:
+    p: argparse.ArgumentParser = kinds.add_parser(
+        "produce",
+        help="produce msgs/s, MB/s and latency on 1 master + 2 slaves vs raw asyncio sockets",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--messages", type=int, default=8000, help="messages per phase (single and batched, per mode)")
+    p.add_argument("--size", type=int, default=1024, help="message body size in bytes")
+    p.add_argument("--batch", type=int, default=32, help="messages per request in the batched phase")
+    p.add_argument("--concurrency", type=int, default=8, help="producers, each with one request in flight")
+    p.add_argument("--modes", default="sync,async", help="comma-separated: sync, async")
+    p.add_argument("--warmup", type=int, default=200, help="unmeasured requests before each phase")
+    p.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="record the master with py-spy during every phase into DIR (collapsed stacks + a top-frames "
+        "summary in the JSON); sampling slows the master, so do not publish throughput from a profiled run",
+    )
+    p.add_argument("--out", type=Path, help="also write the JSON here")
+    p.set_defaults(func=run)
+
+
+def validate(args: argparse.Namespace) -> Params | str:
+    modes = [m.strip() for m in str(args.modes).split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if not modes:
+        return f"--modes: no mode given; choose from {', '.join(MODES)}"
+    if unknown:
+        return f"--modes: unknown mode(s) {', '.join(unknown)}; choose from {', '.join(MODES)}"
+    if len(set(modes)) != len(modes):
+        return f"--modes: a mode is repeated in {args.modes!r}"
+    if args.messages < 1:
+        return "--messages must be at least 1"
+    if not 1 <= args.size <= MAX_MESSAGE:
+        return f"--size must be within 1..{MAX_MESSAGE} bytes (the broker's max message size)"
+    if not 1 <= args.batch <= wire.MAX_BATCH:
+        return f"--batch must be within 1..{wire.MAX_BATCH} (the broker's batch limit)"
+    if args.batch * (args.size + 24) + 256 > MAX_BODY:
+        return f"--batch x --size must fit in one request of {MAX_BODY} bytes"
+    if not 1 <= args.concurrency <= 256:
+        return "--concurrency must be within 1..256"
+    if args.warmup < 0:
+        return "--warmup must be at least 0"
+    if args.profile is not None and shutil.which("py-spy") is None:
+        return "--profile needs py-spy on PATH (pip install py-spy)"
+    return Params(
+        messages=args.messages,
+        size=args.size,
+        batch=args.batch,
+        concurrency=args.concurrency,
+        modes=modes,
+        warmup=args.warmup,
+        profile_dir=args.profile,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    params = validate(args)
+    if isinstance(params, str):
+        print(f"brokergroup bench produce: {params}", file=sys.stderr)
+        return 2
+    if params.profile_dir is not None:
+        params.profile_dir.mkdir(parents=True, exist_ok=True)
+    console = Console(stderr=True)
+    try:
+        result = asyncio.run(bench(params, console))
+    except (BenchError, TimeoutError, ProduceError) as exc:
+        print(f"brokergroup bench produce: {exc}", file=sys.stderr)
+        return 1
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    return 0
+
+
+# ---- measuring -------------------------------------------------------------------------------------
+
+
+MACHINE = "__machine__"
+
+
+class CpuMeter:
+    """CPU seconds of named processes (from /proc) and of this process, between two points."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self.tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+    def _read(self, pid: int) -> float | None:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return None
+        fields = stat.rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / self.tick
+
+    def machine_busy(self) -> float | None:
+        """CPU seconds spent busy on all cores (from /proc/stat), whoever spent them."""
+        try:
+            fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+        except (OSError, IndexError):
+            return None
+        values = [int(v) for v in fields[:8]]
+        idle = values[3] + values[4]  # idle + iowait
+        return (sum(values) - idle) / self.tick
+
+    def snapshot(self) -> dict[str, float | None]:
+        snap: dict[str, float | None] = {name: self._read(pid) for name, pid in self.pids.items()}
+        snap["client (this process)"] = time.process_time()
+        snap[MACHINE] = self.machine_busy()
+        return snap
+
+    @staticmethod
+    def percent(before: dict[str, float | None], after: dict[str, float | None], elapsed: float) -> dict[str, float]:
+        """Per process: % of one core over the phase; `total` is ours, `other processes` is the
+        rest of the machine's busy time (other work on the box skews the numbers)."""
+        out: dict[str, float] = {}
+        for name, start in before.items():
+            end = after.get(name)
+            if name != MACHINE and start is not None and end is not None and elapsed > 0:
+                out[name] = round(100 * (end - start) / elapsed, 1)
+        out["total"] = round(sum(out.values()), 1)
+        start, end = before.get(MACHINE), after.get(MACHINE)
+        if start is not None and end is not None and elapsed > 0:
+            out["other processes"] = round(max(0.0, 100 * (end - start) / elapsed - out["total"]), 1)
+        return out
+
+
+class PySpy:
+    """`py-spy record` of one process, collapsed stacks, stopped with SIGINT."""
+
+    def __init__(self, pid: int, out: Path) -> None:
+        self.out = out
+        exe = shutil.which("py-spy") or "py-spy"
+        self.proc = subprocess.Popen(
+            [exe, "record", "--pid", str(pid), "--format", "raw", "--nolineno", "--rate", "100", "-o", str(out)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+
+    def stop(self) -> dict[str, Any]:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            _, err = self.proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        if not self.out.exists():
+            return {"error": f"py-spy wrote no profile: {err.decode(errors='replace').strip()[-500:]}"}
+        return top_frames(self.out)
+
+
+def top_frames(path: Path, top: int = 15) -> dict[str, Any]:
+    """Self and inclusive sample shares per function from py-spy's collapsed stacks."""
+    own: collections.Counter[str] = collections.Counter()
+    inclusive: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = stack.split(";")
+        total += count
+        own[frames[-1]] += count
+        for frame in set(frames):
+            inclusive[frame] += count
+
+    def share(counter: collections.Counter[str]) -> list[dict[str, Any]]:
+        return [{"frame": f, "percent": round(100 * n / total, 1)} for f, n in counter.most_common(top)]
+
+    return {"samples": total, "file": str(path), "self": share(own), "inclusive": share(inclusive)}
+
+
+async def drive(
+    requests: int,
+    workers: Sequence[Callable[[int], Awaitable[int]]],
+    on_done: Callable[[], None],
+) -> tuple[list[float], float, int]:
+    """Run requests 0..n-1 over the workers (one in flight each). A worker returns its attempts.
+    Returns latencies, elapsed seconds and retries."""
+    latencies: list[float] = []
+    counter = iter(range(requests))
+    retries = 0
+
+    async def loop(op: Callable[[int], Awaitable[int]]) -> None:
+        nonlocal retries
+        for i in counter:
+            started = time.perf_counter()
+            attempts = await op(i)
+            latencies.append(time.perf_counter() - started)
+            retries += attempts - 1
+            on_done()
+
+    begin = time.perf_counter()
+    await asyncio.gather(*(loop(w) for w in workers))
+    return latencies, time.perf_counter() - begin, retries
+
+
+def phase_result(
+    latencies: list[float], elapsed: float, *, messages: int, size: int, retries: int, cpu: dict[str, float]
+) -> dict[str, Any]:
+    out = summarize(latencies, elapsed)
+    out["requests"] = out.pop("ops")
+    out["requests_per_s"] = out.pop("ops_per_s")
+    return {
+        "messages": messages,
+        "msgs_per_s": round(messages / elapsed, 1),
+        "mb_per_s": round(messages * size / elapsed / 1e6, 2),
+        **out,
+        "retries": retries,
+        "cpu_percent_of_one_core": cpu,
+    }
+
+
+class BatchProducer:
+    """Binary batch sends with the idempotent producer id + sequence, retried like `Producer`."""
+
+    def __init__(self, finder: MasterFinder, session: aiohttp.ClientSession, *, deadline_s: float = 30.0) -> None:
+        self.finder = finder
+        self.session = session
+        self.producer_id = secrets.randbits(62)
+        self.next_seq = 0
+        self.deadline_s = deadline_s
+        self.timeout = aiohttp.ClientTimeout(total=10)
+
+    async def send(self, topic: str, bodies: Sequence[bytes]) -> int:
+        now = int(time.time() * 1000)
+        data = wire.encode_batch(
+            topic=topic,
+            queue_id=0,
+            producer_id=self.producer_id,
+            messages=[(self.next_seq + i, now, {}, b) for i, b in enumerate(bodies)],
+        )
+        self.next_seq += len(bodies)
+        deadline = time.monotonic() + self.deadline_s
+        attempts, refresh, last = 0, False, "no master known"
+        headers = {"Content-Type": wire.BATCH_CONTENT_TYPE}
+        while time.monotonic() < deadline:
+            master = await self.finder.find(refresh=refresh)
+            if master is not None:
+                attempts += 1
+                try:
+                    async with self.session.post(
+                        f"http://{master}/v1/messages", data=data, headers=headers, timeout=self.timeout
+                    ) as r:
+                        reply = await r.json()
+                except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+                    last, refresh = f"{master}: {str(exc) or type(exc).__name__}", True
+                else:
+                    if r.status == 200 and reply.get("status") == "PUT_OK":
+                        return attempts
+                    last = f"{reply.get('status')}: {reply.get('remark')}"
+                    if r.status in (400, 413):
+                        raise ProduceError(str(reply.get("status")), str(reply.get("remark")))
+                    refresh = True
+            await asyncio.sleep(0.02)
+        raise ProduceError("TIMEOUT", f"batch not acknowledged within {self.deadline_s} s: {last}")
+
+
+@contextlib.contextmanager
+def step(progress: Progress, text: str) -> Iterator[None]:
+    task = progress.add_task(text, total=1)
+    started = time.monotonic()
+    yield
+    progress.update(task, completed=1, description=f"{text} ({time.monotonic() - started:.1f} s)")
+
+
+# ---- the broker set --------------------------------------------------------------------------------
+
+
+async def full_sync_state_set(
+    brokers: BrokerSet, controller: ControllerClient, session: aiohttp.ClientSession, timeout: float = 60.0
+) -> int:
+    """Wait until the controller and the master both hold all 3 replicas in the sync-state-set."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        master = await brokers.master(timeout=max(1.0, deadline - time.monotonic()))
+        try:
+            info = await controller.replica_info(brokers.broker_name)
+        except ControllerError:
+            info = None
+        status = await brokers.status(master, session)
+        local = ((status or {}).get("replication") or {}).get("syncStateSet") or []
+        if info is not None and len(info.sync_state_set) == len(brokers.nodes) and len(local) == len(brokers.nodes):
+            return master
+        await asyncio.sleep(0.1)
+    raise BenchError(f"{brokers.broker_name}: the sync-state-set did not reach {len(brokers.nodes)} within {timeout} s")
+
+
+async def queue_max_offset(session: aiohttp.ClientSession, api: str, topic: str) -> int | None:
+    async with session.get(f"http://{api}/v1/topics") as r:
+        body = await r.json()
+    for queue in body.get("topics", {}).get(topic, []):
+        if queue.get("queueId") == 0:
+            return int(queue["maxOffset"])
+    return None
+
+
+async def check_stored(
+    brokers: BrokerSet, master: int, session: aiohttp.ClientSession, expected: dict[str, int]
+) -> dict[str, Any]:
+    """Every topic holds exactly the messages sent; time for the slaves to reach the master's end."""
+    api = brokers.nodes[master].api
+    counts = {topic: await queue_max_offset(session, api, topic) for topic in expected}
+    ended = time.monotonic()
+    status = await brokers.status(master, session)
+    end = int(((status or {}).get("store") or {}).get("maxOffset", -1))
+    lag: dict[str, int | None] = {}
+    while time.monotonic() - ended < 30:
+        for i in range(len(brokers.nodes)):
+            if i != master:
+                s = await brokers.status(i, session)
+                lag[brokers.nodes[i].name] = end - int(s["store"]["maxOffset"]) if s else None
+        if all(v is not None and v <= 0 for v in lag.values()):
+            break
+        await asyncio.sleep(0.01)
+    return {
+        "queue_max_offsets": counts,
+        "expected": expected,
+        "ok": counts == expected,
+        "master_max_offset": end,
+        "slave_lag_bytes_after_wait": lag,
+        "slaves_caught_up_ms": round((time.monotonic() - ended) * 1000, 1),
+    }
+
+
+def process_ids(brokers: BrokerSet, master: int, group: ControllerGroup) -> dict[str, int]:
+    pids: dict[str, int] = {}
+    slaves = 0
+    for i, broker in enumerate(brokers.nodes):
+        if broker.proc is None:
+            continue
+        if i == master:
+            pids["master"] = broker.proc.pid
+        else:
+            slaves += 1
+            pids[f"slave{slaves}"] = broker.proc.pid
+    for i, controller in enumerate(group.nodes):
+        if controller.proc is not None:
+            pids[f"controller{i}"] = controller.proc.pid
+    return pids
+
+
+async def bench_mode(
+    mode: str, params: Params, group: ControllerGroup, base: Path, progress: Progress
+) -> dict[str, Any]:
+    name = f"bench-{mode}"
+    brokers = BrokerSet(
+        base / name,
+        controllers=group.api_addresses,
+        broker_name=name,
+        cluster_name=CLUSTER,
+        extra_args=BROKER_TIMING + MODES[mode].flags,
+    )
+    body = secrets.token_bytes(params.size)
+    results: dict[str, Any] = {"meaning": MODES[mode].meaning, "broker_flags": MODES[mode].flags + BROKER_TIMING}
+    started = time.monotonic()
+    brokers.start_all()
+    try:
+        connector = aiohttp.TCPConnector(limit=params.concurrency + 4)
+        async with (
+            aiohttp.ClientSession(connector=connector) as session,
+            ControllerClient(group.api_addresses, timeout=5.0) as controller,
+        ):
+            with step(progress, f"{mode}: 3 brokers up, master elected, sync-state-set of 3"):
+                master = await full_sync_state_set(brokers, controller, session)
+            results["setup_s"] = round(time.monotonic() - started, 1)
+            pids = process_ids(brokers, master, group)
+            meter = CpuMeter(pids)
+
+            def finder() -> MasterFinder:
+                return MasterFinder(broker_name=name, controller=controller)
+
+            singles = [Producer(finder(), session=session) for _ in range(params.concurrency)]
+            batchers = [BatchProducer(finder(), session) for _ in range(params.concurrency)]
+
+            def single_ops(topic: str) -> list[Callable[[int], Awaitable[int]]]:
+                def op(producer: Producer) -> Callable[[int], Awaitable[int]]:
+                    async def send(_i: int) -> int:
+                        return (await producer.send(topic, [body])).attempts
+
+                    return send
+
+                return [op(p) for p in singles]
+
+            def batch_ops(topic: str, total: int) -> list[Callable[[int], Awaitable[int]]]:
+                def op(sender: BatchProducer) -> Callable[[int], Awaitable[int]]:
+                    async def send(i: int) -> int:
+                        return await sender.send(topic, [body] * min(params.batch, total - i * params.batch))
+
+                    return send
+
+                return [op(s) for s in batchers]
+
+            phases = [
+                ("single", params.messages, 1, single_ops("bench-single")),
+                (
+                    "batched",
+                    -(-params.messages // params.batch),
+                    params.batch,
+                    batch_ops("bench-batch", params.messages),
+                ),
+            ]
+            profiles: dict[str, Any] = {}
+            for phase, requests, per_request, workers in phases:
+                if params.warmup:
+                    with step(progress, f"{mode} {phase}: {params.warmup} warm-up requests"):
+                        warm = single_ops("bench-warmup") if phase == "single" else batch_ops("bench-warmup", 2**62)
+                        await drive(params.warmup, warm, lambda: None)
+                spy = None
+                if params.profile_dir is not None:
+                    spy = PySpy(pids["master"], params.profile_dir / f"produce-{mode}-{phase}.txt")
+                    await asyncio.sleep(1.0)  # attached before the phase starts
+                task = progress.add_task(f"{mode} {phase} ({params.concurrency} producers)", total=params.messages)
+                before = meter.snapshot()
+                latencies, elapsed, retries = await drive(
+                    requests, workers, functools.partial(progress.advance, task, per_request)
+                )
+                cpu = CpuMeter.percent(before, meter.snapshot(), elapsed)
+                progress.update(task, completed=params.messages)
+                results[phase] = phase_result(
+                    latencies, elapsed, messages=params.messages, size=params.size, retries=retries, cpu=cpu
+                )
+                if spy is not None:
+                    profiles[phase] = await asyncio.to_thread(spy.stop)
+            expected = {"bench-single": params.messages, "bench-batch": params.messages}
+            results["check"] = await check_stored(brokers, master, session, expected)
+            if profiles:
+                results["profile"] = profiles
+    finally:
+        with step(progress, f"{mode}: brokers stopped"):
+            await asyncio.to_thread(brokers.stop_all)
+    if not results["check"]["ok"]:
+        raise BenchError(f"{mode}: stored counts differ from what was sent: {results['check']}")
+    return results
+
+
+# ---- the socket baseline ---------------------------------------------------------------------------
+
+
+def spawn_baseline(*argv: str) -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "brokergroup.bench.socket_baseline", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("PORT "):
+        proc.kill()
+        proc.wait()
+        raise BenchError(f"socket baseline {' '.join(argv)} did not start")
+    return proc, int(line.split()[1])
+
+
+async def baseline(params: Params, progress: Progress, *, replicated: bool) -> dict[str, Any]:
+    label = "socket_replicated" if replicated else "socket"
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        pids: dict[str, int] = {}
+        follower_args: list[str] = []
+        if replicated:
+            for n in (1, 2):
+                proc, port = await asyncio.to_thread(spawn_baseline, "follow")
+                procs.append(proc)
+                pids[f"follower{n}"] = proc.pid
+                follower_args += ["--follower", f"127.0.0.1:{port}"]
+        proc, port = await asyncio.to_thread(spawn_baseline, "serve", *follower_args)
+        procs.append(proc)
+        pids["server"] = proc.pid
+        meter = CpuMeter(pids)
+        out: dict[str, Any] = {}
+        batch_requests = -(-params.messages // params.batch)
+        for phase, requests, payload in (
+            ("single", params.messages, params.size),
+            ("batched", batch_requests, params.size * params.batch),
+        ):
+            if params.warmup:
+                await socket_baseline.run_clients(
+                    port, concurrency=params.concurrency, requests=params.warmup, payload_size=payload
+                )
+            task = progress.add_task(f"baseline {label} {phase}", total=params.messages)
+            per_request = 1 if phase == "single" else params.batch
+            before = meter.snapshot()
+            latencies, elapsed = await socket_baseline.run_clients(
+                port,
+                concurrency=params.concurrency,
+                requests=requests,
+                payload_size=payload,
+                on_done=functools.partial(progress.advance, task, per_request),
+            )
+            cpu = CpuMeter.percent(before, meter.snapshot(), elapsed)
+            progress.update(task, completed=params.messages)
+            out[phase] = phase_result(
+                latencies, elapsed, messages=requests * per_request, size=params.size, retries=0, cpu=cpu
+            )
+            out[phase]["frame_payload_bytes"] = payload
+        return out
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+# ---- the whole run ---------------------------------------------------------------------------------
+
+
+async def bench(params: Params, console: Console) -> dict[str, Any]:
+    started = time.monotonic()
+    load_before = os.getloadavg()
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    results: dict[str, Any] = {}
+    with progress:
+        base_line = {
+            "socket": await baseline(params, progress, replicated=False),
+            "socket_replicated": await baseline(params, progress, replicated=True),
+        }
+        with tempfile.TemporaryDirectory(prefix="bg-bench-produce-") as tmp:
+            base = Path(tmp)
+            group = ControllerGroup(base / "controllers", extra_args=["--log-level", "WARNING"])
+            group.start_all()
+            try:
+                with step(progress, "3 controllers up, leader settled"):
+                    await settled(group)
+                for mode in params.modes:
+                    results[mode] = await bench_mode(mode, params, group, base, progress)
+            finally:
+                with step(progress, "controllers stopped"):
+                    await asyncio.to_thread(group.stop_all)
+    return {
+        "benchmark": "produce",
+        "machine": {**machine(), "loadavg_at_start": load_before, "loadavg_at_end": os.getloadavg()},
+        "params": params.as_json(),
+        "modes": {m: {"meaning": MODES[m].meaning, "flags": MODES[m].flags} for m in params.modes},
+        "results": results,
+        "baseline": base_line,
+        "seconds": round(time.monotonic() - started, 1),
+        "notes": "latency is per request as the client sees it; msgs/s and MB/s count message bodies; the client "
+        "(this process) shares the machine with 3 controllers and 3 brokers; single = one JSON message per "
+        "request (base64), batched = binary batch bodies; baseline = bare asyncio TCP, length-prefixed frames of "
+        "the same payload size answered by an 8-byte ack, direct and replicated (the server forwards each frame to "
+        "2 follower processes and answers after both acks), no HTTP, no store, no fsync",
+    }
