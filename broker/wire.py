@@ -147,7 +147,7 @@ def decode_batch(data: bytes, *, now_ms: int) -> list[Message]:
         raw_props = r.take(props_len, f"message {i} properties")
         try:
             props = json.loads(raw_props) if raw_props else {}
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise WireError(f"messages[{i}].properties: not JSON") from exc
         if not isinstance(props, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
             raise WireError(f"messages[{i}].properties: must be an object of strings")

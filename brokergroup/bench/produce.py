@@ -261,7 +261,20 @@ class PySpy:
         self.out = out
         exe = shutil.which("py-spy") or "py-spy"
         self.proc = subprocess.Popen(
-            [exe, "record", "--pid", str(pid), "--format", "raw", "--nolineno", "--rate", "100", "-o", str(out)],
+            [
+                exe,
+                "record",
+                "--pid",
+                str(pid),
+                "--format",
+                "raw",
+                "--nolineno",
+                "--threads",
+                "--rate",
+                "100",
+                "-o",
+                str(out),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
@@ -280,25 +293,42 @@ class PySpy:
 
 
 def top_frames(path: Path, top: int = 15) -> dict[str, Any]:
-    """Self and inclusive sample shares per function from py-spy's collapsed stacks."""
+    """From py-spy's collapsed stacks (with `--threads`): each thread's share of the samples, and
+    for the event-loop thread (MainThread) the self and inclusive share of each function, as a
+    percentage of that thread's active samples. Frames present in nearly every sample (the
+    `asyncio.run` scaffolding) are left out of the inclusive list."""
+    threads: collections.Counter[str] = collections.Counter()
     own: collections.Counter[str] = collections.Counter()
     inclusive: collections.Counter[str] = collections.Counter()
-    total = 0
+    main = 0
     for line in path.read_text().splitlines():
         stack, _, count_text = line.rpartition(" ")
         if not stack or not count_text.isdigit():
             continue
         count = int(count_text)
-        frames = stack.split(";")
-        total += count
+        first, *frames = stack.split(";")
+        name = first.partition(": ")[2] or first
+        threads[name] += count
+        if name != "MainThread" or not frames:
+            continue
+        main += count
         own[frames[-1]] += count
         for frame in set(frames):
             inclusive[frame] += count
+    total = sum(threads.values())
 
-    def share(counter: collections.Counter[str]) -> list[dict[str, Any]]:
-        return [{"frame": f, "percent": round(100 * n / total, 1)} for f, n in counter.most_common(top)]
+    def share(counter: collections.Counter[str], limit: float) -> list[dict[str, Any]]:
+        rows = [(f, n) for f, n in counter.most_common() if n <= limit * main]
+        return [{"frame": f, "percent": round(100 * n / main, 1)} for f, n in rows[:top]]
 
-    return {"samples": total, "file": str(path), "self": share(own), "inclusive": share(inclusive)}
+    return {
+        "file": str(path),
+        "samples": total,
+        "threads_percent": {t: round(100 * n / total, 1) for t, n in threads.most_common()} if total else {},
+        "main_thread_samples": main,
+        "main_thread_self": share(own, 1.0) if main else [],
+        "main_thread_inclusive": share(inclusive, 0.97) if main else [],
+    }
 
 
 async def drive(
