@@ -61,6 +61,16 @@ def _parse(text: str, *, temp: bool, path: Path) -> Identity:
     return Identity(parts[0], parts[1], broker_id, parts[3] if temp else None)
 
 
+def _read(path: Path, *, temp: bool) -> Identity | None:
+    if not path.exists():
+        return None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise IdentityError(f"{path}: not a text file ({exc.reason})") from exc
+    return _parse(text, temp=temp, path=path)
+
+
 class IdentityFiles:
     def __init__(self, data_dir: Path) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -68,14 +78,10 @@ class IdentityFiles:
         self.temp = data_dir / "brokerIdentity-temp"
 
     def load(self) -> Identity | None:
-        if self.final.exists():
-            return _parse(self.final.read_text(encoding="utf-8"), temp=False, path=self.final)
-        return None
+        return _read(self.final, temp=False)
 
     def load_temp(self) -> Identity | None:
-        if self.temp.exists():
-            return _parse(self.temp.read_text(encoding="utf-8"), temp=True, path=self.temp)
-        return None
+        return _read(self.temp, temp=True)
 
     def save_temp(self, identity: Identity) -> None:
         _write(

@@ -26,7 +26,7 @@ import re
 import struct
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from brokergroup.broker.errors import BrokerError
@@ -137,8 +137,9 @@ def decode_batch(data: bytes, *, now_ms: int) -> list[Message]:
         ProduceRequest.model_validate(
             {"topic": check.topic, "queueId": queue_id, "producerId": producer_id, "messages": [{"body": ""}]}
         )
-    except ValueError as exc:
-        raise WireError(f"batch header: {exc}") from exc
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise WireError(f"batch header: {problems}") from exc
     if not 1 <= count <= MAX_BATCH:
         raise WireError(f"count: {count} messages; must be 1..{MAX_BATCH}")
     out = []

@@ -23,11 +23,16 @@ def build_parser() -> argparse.ArgumentParser:
     broker_cmd.add_parsers(sub)
     bench.add_parser(sub)
     from brokergroup import demo
+    from brokergroup.local import cmd as local_cmd
 
+    local_cmd.add_parser(sub)
     demo.add_parser(sub)
     from brokergroup.spark import cli as audit_cli
 
     audit_cli.add_parser(sub)
+    from brokergroup.chaos import cmd as chaos_cmd
+
+    chaos_cmd.add_parser(sub)
     return parser
 
 

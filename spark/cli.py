@@ -7,7 +7,6 @@ One subcommand with two forms: the first positional is the folder to audit, or t
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -15,7 +14,6 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from brokergroup.common.settings import SettingsError
 from brokergroup.spark import generate, job, load, simulate
-from brokergroup.spark.params import AuditParams
 
 USAGE = """\
 brokergroup audit DIR [--out DIR] [--fail-on-violations] [--min-in-sync-replicas N] [--master local[*]] ...
@@ -35,21 +33,6 @@ AUDIT_ONLY = (
 GENERATE_ONLY = ("sets", "days", "fault_rate", "seed", "plant", "nodes", "controller_failovers", "max_lines")
 
 
-def audit_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("target", metavar="DIR", help="folder of controller event logs (every *.jsonl below it)")
-    p.add_argument("--out", type=Path, help="output folder (audit default: ./brokergroup-audit)")
-    a = p.add_argument_group("audit")
-    a.add_argument("--fail-on-violations", action="store_true", help="exit 1 when an invariant is broken")
-    a.add_argument("--min-in-sync-replicas", type=int, help="risk: sync-state-set below max(2, N) (default 1)")
-    a.add_argument("--long-risk-window", type=float, metavar="SECONDS", help="warn at risk windows this long (600)")
-    a.add_argument("--flap-window", type=float, metavar="SECONDS", help="flapping: sliding window (600)")
-    a.add_argument("--flap-threshold", type=int, metavar="N", help="flapping: transitions within the window (6)")
-    a.add_argument("--master", help="Spark master (default local[*])")
-    a.add_argument("--driver-memory", help="driver JVM heap for local masters (default 2g)")
-    a.add_argument("--cross-check-limit", type=int, metavar="LINES", help="cross-check inputs up to this size")
-    a.add_argument("--no-report", action="store_true", help="skip the HTML report")
-
-
 def add_parser(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "audit",
@@ -58,7 +41,7 @@ def add_parser(sub: Any) -> None:
         usage=USAGE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    audit_arguments(p)
+    job.add_arguments(p)
     g = p.add_argument_group("generate (brokergroup audit generate --out DIR ...)")
     g.add_argument("--sets", type=int, help="broker sets (default 3)")
     g.add_argument("--days", type=float, help="simulated days (default 1)")
@@ -69,13 +52,6 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--controller-failovers", type=float, metavar="R", help="controller failovers per day (4)")
     g.add_argument("--max-lines", type=int, help="stop after this many lines")
     p.set_defaults(func=run)
-
-
-def standalone_parser() -> argparse.ArgumentParser:
-    """The arguments of `spark/job.py` under spark-submit: the audit form only."""
-    p = argparse.ArgumentParser(prog="job.py", description="brokergroup event-log audit (spark-submit entry)")
-    audit_arguments(p)
-    return p
 
 
 def given(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
@@ -91,49 +67,7 @@ def run(args: argparse.Namespace) -> int:
     wrong = given(args, GENERATE_ONLY)
     if wrong:
         raise SettingsError(f"{', '.join(wrong)}: options of `audit generate`, not of `audit DIR`")
-    return run_audit(args, default_master="local[*]")
-
-
-def run_audit(args: argparse.Namespace, *, default_master: str | None) -> int:
-    defaults = AuditParams()
-    params = AuditParams(
-        min_in_sync_replicas=pick(args.min_in_sync_replicas, defaults.min_in_sync_replicas),
-        long_risk_window_s=pick(args.long_risk_window, defaults.long_risk_window_s),
-        flap_window_s=pick(args.flap_window, defaults.flap_window_s),
-        flap_threshold=pick(args.flap_threshold, defaults.flap_threshold),
-    ).validate()
-    settings = job.JobSettings(
-        input=args.target,
-        out=args.out or Path("brokergroup-audit"),
-        params=params,
-        fail_on_violations=args.fail_on_violations,
-        cross_check_limit=pick(args.cross_check_limit, job.JobSettings.cross_check_limit),
-        report=not args.no_report,
-    )
-    err = Console(stderr=True)
-    code, summary = job.execute(
-        settings, master=args.master or default_master, driver_memory=pick(args.driver_memory, "2g"), console=err
-    )
-    if summary is not None:
-        print_summary(Console(), summary, settings)
-    return code
-
-
-def pick(value: Any, default: Any) -> Any:
-    return default if value is None else value
-
-
-def print_summary(console: Console, summary: dict[str, Any], settings: job.JobSettings) -> None:
-    inp, found, inc = summary["input"], summary["findings"], summary["incidents"]
-    console.print(
-        f"{inp['events']} events from {inp['lines']} lines ({inp['corrupt']} corrupt, {inp['invalid']} invalid); "
-        f"{inc['total']} incidents, MTTR {inc['mttrMs']}"
-    )
-    style = "red" if found["violations"] else "green"
-    console.print(f"[{style}]{found['violations']} violations[/], {found['warnings']} warnings: {found['byKind']}")
-    if "crossCheck" in summary:
-        console.print(f"cross-check with plain Python: {summary['crossCheck']['status']}")
-    console.print(f"summary: {settings.out / 'summary.json'}  tables: {settings.out / 'tables'}")
+    return job.run_from_args(args, default_master="local[*]")
 
 
 def run_generate(args: argparse.Namespace) -> int:
@@ -142,13 +76,13 @@ def run_generate(args: argparse.Namespace) -> int:
     defaults = generate.GenerateConfig(out=args.out)
     config = generate.GenerateConfig(
         out=args.out,
-        sets=pick(args.sets, defaults.sets),
-        days=pick(args.days, defaults.days),
-        fault_rate=pick(args.fault_rate, defaults.fault_rate),
-        seed=pick(args.seed, defaults.seed),
+        sets=job.pick(args.sets, defaults.sets),
+        days=job.pick(args.days, defaults.days),
+        fault_rate=job.pick(args.fault_rate, defaults.fault_rate),
+        seed=job.pick(args.seed, defaults.seed),
         plants=tuple(p.strip() for p in args.plant.split(",") if p.strip()) if args.plant else (),
-        nodes=pick(args.nodes, defaults.nodes),
-        controller_failovers=pick(args.controller_failovers, defaults.controller_failovers),
+        nodes=job.pick(args.nodes, defaults.nodes),
+        controller_failovers=job.pick(args.controller_failovers, defaults.controller_failovers),
         max_lines=args.max_lines,
     ).validate()
     columns = (TextColumn("generating"), BarColumn(), TextColumn("{task.percentage:>3.0f}% of simulated time"))

@@ -57,7 +57,20 @@ ELECTION_RESULTS = ("new_master_elected", "keep_current_master", "no_master_elec
 LOSS_TYPES = ("HEARTBEAT_LOST", "CHANNEL_CLOSED")
 """Local observations that a broker went away."""
 
-FINDING_COLUMNS = ("kind", "severity", "brokerName", "brokerId", "node", "term", "index", "ts", "value", "detail")
+FINDING_FIELDS: dict[str, tuple[str, bool]] = {
+    "kind": ("string", False),
+    "severity": ("string", False),
+    "brokerName": ("string", True),
+    "brokerId": ("long", True),
+    "node": ("string", True),
+    "term": ("long", True),
+    "index": ("long", True),
+    "ts": ("long", True),
+    "value": ("long", True),
+    "detail": ("string", True),
+}
+"""One row of the `findings` table, like `FIELDS`: what broke, where, and a number (see docs/audit.md)."""
+FINDING_COLUMNS = tuple(FINDING_FIELDS)
 FINDING_KEY = ("kind", "brokerName", "brokerId", "node", "term", "index", "ts", "value")
 """The columns that identify a finding; `detail` is prose and `severity` follows from `kind`."""
 

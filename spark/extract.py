@@ -14,6 +14,7 @@ A URI with a scheme (`s3a://…`, `hdfs://…`) skips the local checks: Spark li
 from __future__ import annotations
 
 import json
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -90,11 +91,22 @@ def read(spark: SparkSession, location: str, files: list[Path] | None = None) ->
 
 
 def corrupt_lines_by_file(raw: DataFrame, limit: int = 20) -> list[tuple[str, int]]:
-    """(file, bad lines) for the files with corrupt lines, most first. Reads the input again, so
+    """(file, corrupt lines) for the files with corrupt lines, most first. Reads the input again, so
     the job calls it only when the line statistics found corrupt lines."""
-    bad = raw.where(F.col(schema.CORRUPT_COLUMN).isNotNull() & F.col("eventId").isNull())
-    rows = bad.groupBy(schema.FILE_COLUMN).count().orderBy(F.desc("count"), schema.FILE_COLUMN).limit(limit).collect()
-    return [(str(r[schema.FILE_COLUMN]), int(r["count"])) for r in rows]
+    # A line is corrupt only with respect to the columns a query parses, and Spark refuses a
+    # query that references nothing but the corrupt-record column: so reference every column,
+    # as the line statistics do.
+    every = F.struct(*[F.col(c) for c in contract.EVENT_COLUMNS])
+    counted = F.count(F.when(F.col(schema.CORRUPT_COLUMN).isNotNull(), every)).alias("lines")
+    per_file = raw.groupBy(schema.FILE_COLUMN).agg(counted).where(F.col("lines") > 0)
+    rows = per_file.orderBy(F.desc("lines"), schema.FILE_COLUMN).limit(limit).collect()
+    return [(local_path(str(r[schema.FILE_COLUMN])), int(r["lines"])) for r in rows]
+
+
+def local_path(uri: str) -> str:
+    """A `file:` URI as Spark reports it, as a plain path; other URIs unchanged."""
+    parsed = urllib.parse.urlparse(uri)
+    return urllib.parse.unquote(parsed.path) if parsed.scheme == "file" else uri
 
 
 def read_records(files: list[Path]) -> tuple[list[dict[str, Any]], int]:

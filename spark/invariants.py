@@ -348,6 +348,6 @@ def audit_findings(records: Iterable[Record], params: AuditParams) -> list[Findi
     return sorted(found, key=finding_key)
 
 
-def finding_key(f: Finding) -> tuple[str, ...]:
-    """What identifies a finding (`contract.FINDING_KEY`), comparable across None values."""
-    return tuple("" if f[c] is None else repr(f[c]) for c in contract.FINDING_KEY)
+def finding_key(f: Finding) -> tuple[tuple[bool, object], ...]:
+    """What identifies a finding (`contract.FINDING_KEY`), sortable: None first in each column."""
+    return tuple((f[c] is not None, 0 if f[c] is None else f[c]) for c in contract.FINDING_KEY)

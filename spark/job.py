@@ -12,9 +12,12 @@ Exit codes: 0 done; 1 `--fail-on-violations` and an invariant is broken; 2 bad i
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import dataclasses
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from brokergroup.spark import extract, invariants, load, report, session, transform
+from brokergroup.spark import contract, extract, invariants, load, report, session, transform
 from brokergroup.spark.params import AuditParams
 from brokergroup.spark.transform import prepare
 
@@ -57,50 +60,61 @@ def input_files(settings: JobSettings) -> list[Path] | None:
     return None if extract.is_uri(settings.input) else extract.discover(Path(settings.input))
 
 
+@contextlib.contextmanager
+def progress_steps(console: Console | None, total: int) -> Iterator[Callable[[str], None]]:
+    """A progress bar over `total` named steps; `step(name)` starts the next one. Off without a console."""
+    columns = (SpinnerColumn(), TextColumn("{task.description:<36}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, TimeElapsedColumn(), console=console, disable=console is None) as progress:
+        task = progress.add_task("starting", total=total)
+        first = True
+
+        def step(name: str) -> None:
+            nonlocal first
+            progress.update(task, advance=0 if first else 1, description=name)
+            first = False
+
+        yield step
+        progress.update(task, completed=total, description="done")
+
+
 def run(
     spark: SparkSession, settings: JobSettings, files: list[Path] | None, console: Console | None = None
 ) -> AuditResult:
     started = time.monotonic()
     out = settings.out
     out.mkdir(parents=True, exist_ok=True)
-    steps = 3 + len(transform.TABLES) + int(settings.report) + int(settings.fail_on_violations)
-    columns = (SpinnerColumn(), TextColumn("{task.description:<40}"), BarColumn(), MofNCompleteColumn())
-    with Progress(*columns, TimeElapsedColumn(), console=console, disable=console is None) as progress:
-        task = progress.add_task("reading and deduplicating", total=steps)
-
-        def done(next_step: str) -> None:
-            progress.update(task, advance=1, description=next_step)
-
+    total = 3 + len(transform.TABLES) + settings.report + settings.fail_on_violations
+    with progress_steps(console, total) as step:
+        step("reading and deduplicating")
         raw = extract.read(spark, settings.input, files)
         grouped = prepare.group_lines(raw).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             stats = load.first(prepare.line_stats(grouped))
             if stats["events"] == 0:
                 raise extract.AuditInputError(f"{settings.input}: no valid event-log records in {stats['lines']} lines")
-            done("locating corrupt lines")
+            step("locating corrupt lines")
             corrupt_files = extract.corrupt_lines_by_file(raw) if stats["corrupt"] else []
-            done("writing tables")
             events = prepare.events_of(grouped)
 
-            def wrote(name: str) -> None:
-                done(f"writing tables: {name} done")
+            def writing(name: str) -> None:
+                step(f"table {name}")
 
-            base = load.write_tables(transform.base_tables(events, settings.params), out / "tables", wrote)
+            base = load.write_tables(transform.base_tables(events, settings.params), out / "tables", writing)
             derived = transform.derived_tables(events, base, settings.params)
-            written = base | load.write_tables(derived, out / "tables", wrote)
+            written = base | load.write_tables(derived, out / "tables", writing)
         finally:
             grouped.unpersist()
+        step("summary")
         summary = load.summarize(spark, written, stats=stats, params=settings.params, corrupt_files=corrupt_files)
-        done("writing the report")
         if settings.report:
+            step("report")
             report.write(out, summary, written, long_s=settings.params.long_risk_window_s)
-            done("cross-checking with plain Python")
         code = VIOLATIONS if settings.fail_on_violations and summary["findings"]["violations"] else OK
         if settings.fail_on_violations:
+            step("cross-check with plain Python")
             summary["crossCheck"] = cross_check(written["findings"], files, stats["lines"], settings)
             if summary["crossCheck"]["status"] == "disagree":
                 code = CROSS_CHECK_FAILED
-            done("done")
     summary["elapsedSeconds"] = round(time.monotonic() - started, 3)
     summary["outputs"] = {
         "tables": str(out / "tables"),
@@ -117,12 +131,20 @@ def cross_check(findings: DataFrame, files: list[Path] | None, lines: int, setti
     if lines > settings.cross_check_limit:
         return {"status": "skipped", "why": f"{lines} lines > cross-check limit {settings.cross_check_limit}"}
     records, _ = extract.read_records(files)
-    python = [invariants.finding_key(f) for f in invariants.audit_findings(records, settings.params)]
-    spark_side = sorted(invariants.finding_key(r.asDict()) for r in findings.collect())
-    only_spark = sorted(set(spark_side) - set(python))
-    only_python = sorted(set(python) - set(spark_side))
-    status = "agree" if sorted(python) == spark_side else "disagree"
-    return {"status": status, "findings": len(spark_side), "onlySpark": only_spark[:10], "onlyPython": only_python[:10]}
+    python = {invariants.finding_key(f): f for f in invariants.audit_findings(records, settings.params)}
+    rows = [r.asDict() for r in findings.collect()]
+    spark_side = {invariants.finding_key(f): f for f in rows}
+    status = "agree" if python.keys() == spark_side.keys() and len(rows) == len(spark_side) else "disagree"
+
+    def only(mine: dict[Any, dict[str, Any]], theirs: dict[Any, dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{c: mine[k][c] for c in contract.FINDING_KEY} for k in sorted(mine.keys() - theirs.keys())[:10]]
+
+    return {
+        "status": status,
+        "findings": len(rows),
+        "onlySpark": only(spark_side, python),
+        "onlyPython": only(python, spark_side),
+    }
 
 
 def execute(
@@ -132,13 +154,14 @@ def execute(
     try:
         files = input_files(settings)
     except extract.AuditInputError as exc:
-        console.print(f"[red]brokergroup audit:[/] {exc}")
+        print(f"brokergroup audit: {exc}", file=sys.stderr)
         return BAD_INPUT, None
-    spark, created = session.build(master=master, driver_memory=driver_memory)
+    small = files is not None and sum(p.stat().st_size for p in files) < session.SMALL_INPUT_BYTES
+    spark, created = session.build(master=master, driver_memory=driver_memory, small_input=small)
     try:
         result = run(spark, settings, files, console)
     except extract.AuditInputError as exc:
-        console.print(f"[red]brokergroup audit:[/] {exc}")
+        print(f"brokergroup audit: {exc}", file=sys.stderr)
         return BAD_INPUT, None
     finally:
         if created:
@@ -146,11 +169,76 @@ def execute(
     return result.exit_code, result.summary
 
 
+# -- the command line: `brokergroup audit DIR` (via `cli`) and `spark-submit job.py DIR` ---------------
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", metavar="DIR", help="folder of controller event logs (every *.jsonl below it)")
+    p.add_argument("--out", type=Path, help="output folder (audit default: ./brokergroup-audit)")
+    a = p.add_argument_group("audit")
+    a.add_argument("--fail-on-violations", action="store_true", help="exit 1 when an invariant is broken")
+    a.add_argument("--min-in-sync-replicas", type=int, help="risk: sync-state-set below max(2, N) (default 1)")
+    a.add_argument("--long-risk-window", type=float, metavar="SECONDS", help="warn at risk windows this long (600)")
+    a.add_argument("--flap-window", type=float, metavar="SECONDS", help="flapping: sliding window (600)")
+    a.add_argument("--flap-threshold", type=int, metavar="N", help="flapping: transitions within the window (6)")
+    a.add_argument("--master", help="Spark master (default local[*])")
+    a.add_argument("--driver-memory", help="driver JVM heap for local masters (default 2g)")
+    a.add_argument("--cross-check-limit", type=int, metavar="LINES", help="cross-check inputs up to this size")
+    a.add_argument("--no-report", action="store_true", help="skip the HTML report")
+
+
+def parser() -> argparse.ArgumentParser:
+    """The arguments of `spark/job.py` under spark-submit: the audit form only."""
+    p = argparse.ArgumentParser(prog="job.py", description="brokergroup event-log audit (spark-submit entry)")
+    add_arguments(p)
+    return p
+
+
+def run_from_args(args: argparse.Namespace, *, default_master: str | None) -> int:
+    defaults = AuditParams()
+    params = AuditParams(
+        min_in_sync_replicas=pick(args.min_in_sync_replicas, defaults.min_in_sync_replicas),
+        long_risk_window_s=pick(args.long_risk_window, defaults.long_risk_window_s),
+        flap_window_s=pick(args.flap_window, defaults.flap_window_s),
+        flap_threshold=pick(args.flap_threshold, defaults.flap_threshold),
+    ).validate()
+    settings = JobSettings(
+        input=args.target,
+        out=args.out or Path("brokergroup-audit"),
+        params=params,
+        fail_on_violations=args.fail_on_violations,
+        cross_check_limit=pick(args.cross_check_limit, JobSettings.cross_check_limit),
+        report=not args.no_report,
+    )
+    err = Console(stderr=True)
+    code, summary = execute(
+        settings, master=args.master or default_master, driver_memory=pick(args.driver_memory, "2g"), console=err
+    )
+    if summary is not None:
+        print_summary(Console(), summary, settings)
+    return code
+
+
+def pick(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
+def print_summary(console: Console, summary: dict[str, Any], settings: JobSettings) -> None:
+    inp, found, inc = summary["input"], summary["findings"], summary["incidents"]
+    console.print(
+        f"{inp['events']} events from {inp['lines']} lines ({inp['corrupt']} corrupt, {inp['invalid']} invalid); "
+        f"{inc['total']} incidents, MTTR {inc['mttrMs']}"
+    )
+    style = "red" if found["violations"] else "green"
+    console.print(f"[{style}]{found['violations']} violations[/], {found['warnings']} warnings: {found['byKind']}")
+    if "crossCheck" in summary:
+        console.print(f"cross-check with plain Python: {summary['crossCheck']['status']}")
+    console.print(f"summary: {settings.out / 'summary.json'}  tables: {settings.out / 'tables'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """spark-submit entry: the same arguments as `brokergroup audit DIR`, master from spark-submit."""
-    from brokergroup.spark import cli
-
-    return cli.run_audit(cli.standalone_parser().parse_args(argv), default_master=None)
+    return run_from_args(parser().parse_args(argv), default_master=None)
 
 
 if __name__ == "__main__":

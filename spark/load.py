@@ -26,16 +26,16 @@ SUMMARY_VERSION = 1
 
 
 def write_tables(
-    tables: dict[str, DataFrame], directory: Path, on_written: Callable[[str], None] | None = None
+    tables: dict[str, DataFrame], directory: Path, on_start: Callable[[str], None] | None = None
 ) -> dict[str, DataFrame]:
-    """Write every table as Parquet and return them read back."""
+    """Write every table as Parquet and return them read back; `on_start(name)` before each."""
     back = {}
     for name, df in tables.items():
+        if on_start is not None:
+            on_start(name)
         path = str(directory / name)
         df.write.mode("overwrite").parquet(path)
         back[name] = df.sparkSession.read.parquet(path)
-        if on_written is not None:
-            on_written(name)
     return back
 
 
@@ -82,9 +82,7 @@ def summarize(
         },
         "elections": elections_summary(tables["elections"]),
         "incidents": incidents_summary(tables["incidents"], tables["mttr"]),
-        "syncStateSet": {
-            r["change"] + "s": r["count"] for r in tables["sync_state_changes"].groupBy("change").count().collect()
-        },
+        "syncStateSet": sync_state_summary(tables["sync_state_changes"]),
         "riskWindows": first(
             tables["risk_windows"].agg(
                 F.count(F.lit(1)).alias("count"),
@@ -107,15 +105,20 @@ def summarize(
         },
         "controller": controller_summary(tables["controller_leaders"]),
         "completeness": {
-            "indexGaps": first(
-                tables["index_gaps"].agg(F.count(F.lit(1)).alias("gaps"), F.sum("missing").alias("missing"))
-            ),
-            "nodeGaps": first(
-                tables["node_gaps"].agg(F.count(F.lit(1)).alias("gaps"), F.sum("missing").alias("missing"))
-            ),
+            "indexGaps": gaps(tables["index_gaps"]),
+            "nodeGaps": gaps(tables["node_gaps"]),
         },
         "findings": findings_summary(tables["findings"]),
     }
+
+
+def sync_state_summary(changes: DataFrame) -> dict[str, int]:
+    counted = {r["change"] + "s": int(r["count"]) for r in changes.groupBy("change").count().collect()}
+    return {"shrinks": 0, "expands": 0} | counted
+
+
+def gaps(table: DataFrame) -> dict[str, Any]:
+    return first(table.agg(F.count(F.lit(1)).alias("gaps"), F.coalesce(F.sum("missing"), F.lit(0)).alias("missing")))
 
 
 def elections_summary(elections: DataFrame) -> dict[str, Any]:

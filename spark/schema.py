@@ -26,26 +26,18 @@ SPARK_TYPES: dict[str, T.DataType] = {
     "long[]": T.ArrayType(T.LongType(), containsNull=False),
 }
 
-EVENT_SCHEMA = T.StructType(
-    [T.StructField(name, SPARK_TYPES[kind], nullable=nullable) for name, (kind, nullable) in contract.FIELDS.items()]
-)
+
+def struct(fields: dict[str, tuple[str, bool]]) -> T.StructType:
+    return T.StructType(
+        [T.StructField(name, SPARK_TYPES[kind], nullable=null) for name, (kind, null) in fields.items()]
+    )
+
+
+EVENT_SCHEMA = struct(contract.FIELDS)
 """One event-log line (DESIGN §2.3)."""
 
 READ_SCHEMA = T.StructType([*EVENT_SCHEMA.fields, T.StructField(CORRUPT_COLUMN, T.StringType())])
 """The schema handed to the JSON reader: the format plus the PERMISSIVE corrupt-record column."""
 
-FINDING_SCHEMA = T.StructType(
-    [
-        T.StructField("kind", T.StringType(), nullable=False),
-        T.StructField("severity", T.StringType(), nullable=False),
-        T.StructField("brokerName", T.StringType()),
-        T.StructField("brokerId", T.LongType()),
-        T.StructField("node", T.StringType()),
-        T.StructField("term", T.LongType()),
-        T.StructField("index", T.LongType()),
-        T.StructField("ts", T.LongType()),
-        T.StructField("value", T.LongType()),
-        T.StructField("detail", T.StringType()),
-    ]
-)
-"""One row of the `findings` table (`contract.FINDING_COLUMNS`)."""
+FINDING_SCHEMA = struct(contract.FINDING_FIELDS)
+"""One row of the `findings` table."""

@@ -5,6 +5,9 @@ few shuffle partitions (Spark's default of 200 is meant for clusters). The JVM l
 errors: a log4j2 configuration is written to a temporary file and handed to the driver JVM,
 which pyspark starts on the first session.
 
+Small inputs (`small_input`, the job decides by file size) run faster without whole-stage code
+generation and adaptive query execution: compiling and re-planning then cost more than the data.
+
 Under `spark-submit` (on Kubernetes) the master and resources come from the submit command:
 pass `master=None`.
 """
@@ -40,7 +43,11 @@ def quiet_log_config() -> Path:
     return path
 
 
-def local_conf(*, shuffle_partitions: int, driver_memory: str | None) -> dict[str, str]:
+SMALL_INPUT_BYTES = 64 * 1024 * 1024
+SMALL_INPUT_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.adaptive.enabled": "false"}
+
+
+def local_conf(*, shuffle_partitions: int, driver_memory: str | None, small_input: bool = False) -> dict[str, str]:
     conf = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -53,6 +60,8 @@ def local_conf(*, shuffle_partitions: int, driver_memory: str | None) -> dict[st
     }
     if driver_memory:
         conf["spark.driver.memory"] = driver_memory
+    if small_input:
+        conf |= SMALL_INPUT_CONF
     return conf
 
 
@@ -62,6 +71,7 @@ def build(
     app_name: str = "brokergroup-audit",
     shuffle_partitions: int = 8,
     driver_memory: str | None = "2g",
+    small_input: bool = False,
 ) -> tuple[SparkSession, bool]:
     """(session, created): the active session if there is one, else a new one. Whoever created
     the session stops it."""
@@ -72,7 +82,10 @@ def build(
     if master is not None:
         builder = builder.master(master)
         if master.startswith("local"):
-            for key, value in local_conf(shuffle_partitions=shuffle_partitions, driver_memory=driver_memory).items():
+            conf = local_conf(
+                shuffle_partitions=shuffle_partitions, driver_memory=driver_memory, small_input=small_input
+            )
+            for key, value in conf.items():
                 builder = builder.config(key, value)
     else:
         builder = builder.config("spark.sql.session.timeZone", "UTC")

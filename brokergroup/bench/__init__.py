@@ -7,9 +7,10 @@ from typing import Any
 
 
 def add_parser(sub: Any) -> None:
-    from brokergroup.bench import controller, produce
+    from brokergroup.bench import controller, failover, produce
 
     bench: argparse.ArgumentParser = sub.add_parser("bench", help="benchmarks (JSON output)")
     kinds = bench.add_subparsers(dest="bench_command", metavar="BENCHMARK", required=True)
     controller.add_parser(kinds)
     produce.add_parser(kinds)
+    failover.add_parser(kinds)

@@ -103,6 +103,7 @@ class Params:
     concurrency: int
     modes: list[str]
     warmup: int
+    baseline_seconds: float
     profile_dir: Path | None
 
     def as_json(self) -> dict[str, Any]:
@@ -113,6 +114,7 @@ class Params:
             "concurrency": self.concurrency,
             "modes": self.modes,
             "warmup_requests": self.warmup,
+            "baseline_seconds_per_phase": self.baseline_seconds,
             "replicas": 3,
             "controllers": 3,
             "profiled": self.profile_dir is not None,
@@ -130,12 +132,13 @@ def add_parser(kinds: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--messages", type=int, default=8000, help="messages per phase (single and batched, per mode)")
+    p.add_argument("--messages", type=int, default=10000, help="messages per phase (single and batched, per mode)")
     p.add_argument("--size", type=int, default=1024, help="message body size in bytes")
     p.add_argument("--batch", type=int, default=32, help="messages per request in the batched phase")
     p.add_argument("--concurrency", type=int, default=8, help="producers, each with one request in flight")
     p.add_argument("--modes", default="sync,async", help="comma-separated: sync, async")
     p.add_argument("--warmup", type=int, default=200, help="unmeasured requests before each phase")
+    p.add_argument("--baseline-seconds", type=float, default=3.0, help="duration of each socket-baseline phase")
     p.add_argument(
         "--profile",
         type=Path,
@@ -168,6 +171,8 @@ def validate(args: argparse.Namespace) -> Params | str:
         return "--concurrency must be within 1..256"
     if args.warmup < 0:
         return "--warmup must be at least 0"
+    if not 0.1 <= args.baseline_seconds <= 600:
+        return "--baseline-seconds must be within 0.1..600"
     if args.profile is not None and shutil.which("py-spy") is None:
         return "--profile needs py-spy on PATH (pip install py-spy)"
     return Params(
@@ -177,6 +182,7 @@ def validate(args: argparse.Namespace) -> Params | str:
         concurrency=args.concurrency,
         modes=modes,
         warmup=args.warmup,
+        baseline_seconds=args.baseline_seconds,
         profile_dir=args.profile,
     )
 
@@ -631,29 +637,25 @@ async def baseline(params: Params, progress: Progress, *, replicated: bool) -> d
         pids["server"] = proc.pid
         meter = CpuMeter(pids)
         out: dict[str, Any] = {}
-        batch_requests = -(-params.messages // params.batch)
-        for phase, requests, payload in (
-            ("single", params.messages, params.size),
-            ("batched", batch_requests, params.size * params.batch),
-        ):
+        for phase, per_request in (("single", 1), ("batched", params.batch)):
+            payload = params.size * per_request
             if params.warmup:
                 await socket_baseline.run_clients(
                     port, concurrency=params.concurrency, requests=params.warmup, payload_size=payload
                 )
-            task = progress.add_task(f"baseline {label} {phase}", total=params.messages)
-            per_request = 1 if phase == "single" else params.batch
+            task = progress.add_task(f"baseline {label} {phase} ({params.baseline_seconds:g} s)", total=None)
             before = meter.snapshot()
             latencies, elapsed = await socket_baseline.run_clients(
                 port,
                 concurrency=params.concurrency,
-                requests=requests,
+                seconds=params.baseline_seconds,
                 payload_size=payload,
                 on_done=functools.partial(progress.advance, task, per_request),
             )
             cpu = CpuMeter.percent(before, meter.snapshot(), elapsed)
-            progress.update(task, completed=params.messages)
+            progress.update(task, total=len(latencies) * per_request)
             out[phase] = phase_result(
-                latencies, elapsed, messages=requests * per_request, size=params.size, retries=0, cpu=cpu
+                latencies, elapsed, messages=len(latencies) * per_request, size=params.size, retries=0, cpu=cpu
             )
             out[phase]["frame_payload_bytes"] = payload
         return out
@@ -695,6 +697,13 @@ async def bench(params: Params, console: Console) -> dict[str, Any]:
             finally:
                 with step(progress, "controllers stopped"):
                     await asyncio.to_thread(group.stop_all)
+    others = [
+        phase["cpu_percent_of_one_core"].get("other processes", 0.0)
+        for group_results in (results, base_line)
+        for mode_results in group_results.values()
+        for phase in mode_results.values()
+        if isinstance(phase, dict) and "cpu_percent_of_one_core" in phase
+    ]
     return {
         "benchmark": "produce",
         "machine": {**machine(), "loadavg_at_start": load_before, "loadavg_at_end": os.getloadavg()},
@@ -703,6 +712,7 @@ async def bench(params: Params, console: Console) -> dict[str, Any]:
         "results": results,
         "baseline": base_line,
         "seconds": round(time.monotonic() - started, 1),
+        "other_processes_max_percent": max(others, default=0.0),
         "notes": "latency is per request as the client sees it; msgs/s and MB/s count message bodies; the client "
         "(this process) shares the machine with 3 controllers and 3 brokers; single = one JSON message per "
         "request (base64), batched = binary batch bodies; baseline = bare asyncio TCP, length-prefixed frames of "

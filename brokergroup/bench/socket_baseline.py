@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import itertools
 import struct
 import sys
 import time
@@ -96,22 +97,28 @@ async def run_clients(
     port: int,
     *,
     concurrency: int,
-    requests: int,
     payload_size: int,
+    requests: int | None = None,
+    seconds: float | None = None,
     on_done: Callable[[], None] | None = None,
 ) -> tuple[list[float], float]:
-    """`requests` frames of `payload_size` bytes over `concurrency` connections, each waiting
-    for its ack before the next frame. Returns per-request latencies (s) and the elapsed time."""
+    """Frames of `payload_size` bytes over `concurrency` connections, each waiting for its ack
+    before its next frame, until `requests` were sent or `seconds` passed (whichever is first).
+    Returns per-request latencies (s) and the elapsed time."""
     payload = b"x" * payload_size
     header = FRAME.pack(payload_size)
     latencies: list[float] = []
-    counter = iter(range(requests))
+    counter = iter(range(requests)) if requests is not None else itertools.count()
+    begin = time.perf_counter()
+    end = begin + seconds if seconds is not None else float("inf")
 
     async def client() -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         try:
             for _ in counter:
                 started = time.perf_counter()
+                if started >= end:
+                    break
                 writer.write(header)
                 writer.write(payload)
                 await reader.readexactly(ACK.size)
@@ -122,7 +129,6 @@ async def run_clients(
             writer.close()
             await writer.wait_closed()
 
-    begin = time.perf_counter()
     await asyncio.gather(*(client() for _ in range(concurrency)))
     return latencies, time.perf_counter() - begin
 

@@ -1,1 +1,1 @@
-"""Local clusters: controllers (and later brokers) as processes on 127.0.0.1."""
+"""Local clusters: controllers and broker sets as processes on 127.0.0.1 (`brokergroup local`, the demo, tests)."""

@@ -19,6 +19,9 @@ import aiohttp
 from brokergroup.local.ports import free_ports
 from brokergroup.local.processes import LocalProcess, stop_all, tail
 
+API_PORT = 10911
+HA_PORT = 10912
+
 
 @dataclasses.dataclass
 class BrokerProcess(LocalProcess):
@@ -37,21 +40,34 @@ class BrokerSet:
         cluster_name: str = "local",
         extra_args: list[str] | None = None,
         host: str = "127.0.0.1",
+        hosts: list[str] | None = None,
+        netns: list[str] | None = None,
     ) -> None:
+        """`hosts` (one address per replica, e.g. in its own network namespace named by `netns`)
+        gives every replica the default ports on its own address, API and replication both bound
+        to it, instead of free ports on `host`."""
         self.controllers = controllers
         self.broker_name = broker_name
         self.cluster_name = cluster_name
         self.extra_args = extra_args or []
-        ports = free_ports(2 * replicas, host)
+        self.own_hosts = hosts is not None
+        if hosts is not None:
+            if len(hosts) != replicas or (netns is not None and len(netns) != replicas):
+                raise ValueError(f"give one host (and one namespace) per replica: {replicas}")
+            addresses = [(f"{h}:{API_PORT}", HA_PORT) for h in hosts]
+        else:
+            ports = free_ports(2 * replicas, host)
+            addresses = [(f"{host}:{ports[2 * i]}", ports[2 * i + 1]) for i in range(replicas)]
         self.nodes = [
             BrokerProcess(
                 name=f"{broker_name}-{i}",
                 data_dir=base_dir / f"{broker_name}-{i}",
                 log_path=base_dir / f"{broker_name}-{i}.log",
-                api=f"{host}:{ports[2 * i]}",
-                ha_port=ports[2 * i + 1],
+                api=api,
+                ha_port=ha_port,
+                netns=netns[i] if netns else None,
             )
-            for i in range(replicas)
+            for i, (api, ha_port) in enumerate(addresses)
         ]
 
     def command(self, node: BrokerProcess) -> list[str]:
@@ -61,6 +77,7 @@ class BrokerSet:
             "--cluster-name", self.cluster_name, "--broker-name", self.broker_name,
             "--data-dir", str(node.data_dir), "--host", host, "--port", port,
             "--ha-port", str(node.ha_port), "--controller", ";".join(self.controllers),
+            *(["--set", f"ha.host={host}"] if self.own_hosts else []),
             *self.extra_args,
         ]  # fmt: skip
 

@@ -19,6 +19,9 @@ from brokergroup.controller.codes import ControllerError
 from brokergroup.local.ports import free_ports
 from brokergroup.local.processes import LocalProcess, stop_all, tail
 
+RAFT_PORT = 9877
+API_PORT = 9878
+
 
 @dataclasses.dataclass
 class ControllerProcess(LocalProcess):
@@ -40,21 +43,32 @@ class ControllerGroup:
         admin_token: str | None = None,
         extra_args: list[str] | None = None,
         host: str = "127.0.0.1",
+        hosts: list[str] | None = None,
+        netns: list[str] | None = None,
     ) -> None:
+        """`hosts` (one address per node, e.g. in its own network namespace named by `netns`)
+        gives every node the default ports on its own address instead of free ports on `host`."""
         self.base_dir = base_dir
         self.password = password or secrets.token_urlsafe(24)
         self.admin_token = admin_token
         self.extra_args = extra_args or []
-        ports = free_ports(2 * size, host)
+        if hosts is not None:
+            if len(hosts) != size or (netns is not None and len(netns) != size):
+                raise ValueError(f"give one host (and one namespace) per controller node: {size}")
+            addresses = [(f"{h}:{RAFT_PORT}", f"{h}:{API_PORT}") for h in hosts]
+        else:
+            ports = free_ports(2 * size, host)
+            addresses = [(f"{host}:{ports[2 * i]}", f"{host}:{ports[2 * i + 1]}") for i in range(size)]
         self.nodes = [
             ControllerProcess(
                 name=f"n{i}",
-                raft=f"{host}:{ports[2 * i]}",
-                api=f"{host}:{ports[2 * i + 1]}",
+                raft=raft,
+                api=api,
                 data_dir=base_dir / f"n{i}",
                 log_path=base_dir / f"n{i}.log",
+                netns=netns[i] if netns else None,
             )
-            for i in range(size)
+            for i, (raft, api) in enumerate(addresses)
         ]
 
     @property

@@ -15,6 +15,10 @@ class LocalProcess:
     data_dir: Path
     log_path: Path
     proc: subprocess.Popen[bytes] | None = None
+    netns: str | None = None
+    """Run inside this named network namespace (`ip netns exec`), as the chaos harness does."""
+    detached: bool = False
+    """Run in a new session with no standard input, so it outlives the launcher (`local up`)."""
 
     @property
     def running(self) -> bool:
@@ -24,8 +28,18 @@ class LocalProcess:
         if self.running:
             return
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.netns is not None:
+            # `ip netns exec` enters the namespace and execs the command: the pid stays the server's.
+            command = ["ip", "netns", "exec", self.netns, *command]
         with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env})
+            self.proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL if self.detached else None,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **env},
+                start_new_session=self.detached,
+            )
 
     def signal(self, sig: signal.Signals) -> None:
         if self.proc is not None and self.proc.poll() is None:

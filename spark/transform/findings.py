@@ -49,8 +49,3 @@ def as_findings(
 
 def union(parts: list[DataFrame]) -> DataFrame:
     return reduce(DataFrame.unionByName, parts)
-
-
-def counts(findings: DataFrame) -> DataFrame:
-    """Findings per kind and severity."""
-    return findings.groupBy("severity", "kind").count()

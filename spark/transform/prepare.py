@@ -6,7 +6,8 @@ write its tail again, so lines are grouped by `eventId`. One grouping does all o
 - a line is *valid* when it parsed (no `_corrupt_record`), has schemaVersion 1, every
   required field, a known `source`/`type` pair and an `index` exactly when it is a raft event;
   invalid and corrupt lines fall into one group with a null key and are only counted;
-- the copy kept is the one of the smallest node id, so the choice is deterministic;
+- the copy kept is the one of the smallest node id (the smallest struct with `node` first), so
+  the choice is deterministic;
 - `copies` counts the lines, `nodes` lists the nodes that hold one, and `conflicting` is true
   when the copies differ in anything but `node` (a raft log that diverged).
 
@@ -40,7 +41,7 @@ def group_lines(raw: DataFrame) -> DataFrame:
     content = F.xxhash64(*[F.col(c) for c in contract.CONTENT_COLUMNS])
     keyed = raw.withColumn(KEY, F.when(is_valid(), F.col("eventId"))).withColumn("_hash", content)
     return keyed.groupBy(KEY).agg(
-        F.min_by(F.struct(*[F.col(c) for c in contract.EVENT_COLUMNS]), F.col("node")).alias("event"),
+        F.min(F.struct("node", *[F.col(c) for c in contract.CONTENT_COLUMNS])).alias("event"),
         F.count(F.lit(1)).alias("copies"),
         F.count(schema.CORRUPT_COLUMN).alias("corrupt"),
         (F.max("_hash") != F.min("_hash")).alias("conflicting"),
@@ -50,7 +51,8 @@ def group_lines(raw: DataFrame) -> DataFrame:
 
 def events_of(grouped: DataFrame) -> DataFrame:
     """The valid events: the format's columns plus `copies`, `conflicting` and `nodes`."""
-    return grouped.where(F.col(KEY).isNotNull()).select("event.*", "copies", "conflicting", "nodes")
+    event = [F.col(f"event.{c}").alias(c) for c in contract.EVENT_COLUMNS]
+    return grouped.where(F.col(KEY).isNotNull()).select(*event, "copies", "conflicting", "nodes")
 
 
 def line_stats(grouped: DataFrame) -> DataFrame:

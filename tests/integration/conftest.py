@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from brokergroup.local import profiles
 from brokergroup.local.controllers import ControllerGroup, settled
 
 pytestmark = pytest.mark.integration
@@ -23,14 +24,7 @@ def controller_group(tmp_path: Path) -> Iterator[ControllerGroup]:
         tmp_path / "controllers",
         admin_token=ADMIN_TOKEN,
         password=secrets.token_urlsafe(16),
-        extra_args=[
-            "--log-level",
-            "INFO",
-            "--set",
-            "rocketmq.scanInactiveMasterInterval=500",
-            "--set",
-            "rocketmq.scanNotActiveBrokerInterval=500",
-        ],
+        extra_args=["--log-level", "INFO", *profiles.FAST.controller_args()],
     )
     group.start_all()
     try:

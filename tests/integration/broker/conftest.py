@@ -8,23 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from brokergroup.local import profiles
 from brokergroup.local.brokers import BrokerSet
 from brokergroup.local.controllers import ControllerGroup
 
-FAST = [
-    "--set", "controller.heartbeat_interval_ms=200",
-    "--set", "controller.heartbeat_timeout_ms=5000",
-    "--set", "controller.write_lease_ms=1500",
-    "--set", "controller.sync_broker_metadata_period_ms=500",
-    "--set", "controller.check_sync_state_set_period_ms=300",
-    "--set", "ha.max_time_slave_not_catchup_ms=2000",
-    "--set", "ha.send_heartbeat_interval_ms=300",
-    "--set", "ha.housekeeping_interval_ms=3000",
-    "--set", "ha.slave_timeout_ms=2000",
-    "--set", "store.segment_size=1048576",
-    "--log-level", "INFO",
-]  # fmt: skip
-SYNC = ["--all-ack", "--min-in-sync-replicas", "2"]
+# The `fast` timing profile and the `sync` replication mode (brokergroup.local.profiles).
+FAST = [*profiles.FAST.broker_args(), "--log-level", "INFO"]
+SYNC = profiles.SYNC.broker_args()
 
 
 def make_set(tmp: Path, controllers: ControllerGroup, extra: list[str], name: str = "bs") -> BrokerSet:

@@ -1,0 +1,1 @@
+"""Fault injection: clients recording histories, a nemesis, a checker, and `brokergroup chaos run`."""

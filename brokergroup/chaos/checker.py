@@ -1,0 +1,262 @@
+"""The history checker: what clients saw, and what the controllers decided, against our guarantees.
+
+Pure: it takes the operations of a history (`brokergroup.chaos.history`) and the controller
+event-log records of every node, and returns a verdict dict. No I/O, no clock.
+
+Anomalies in the clients' history (a message is `(queue, producerId, seq)`):
+- lost: an acknowledged (`ok`) send missing from a final read of its queue (every replica is
+  read in full at the end; without final reads, missing from every read);
+- duplicated: one message read at two different offsets of its queue (by any readers);
+- duplicatedInLog: one message stored at two offsets of one replica's final log (stricter than
+  `duplicated`: readers of an async master may see a message that is truncated and then sent
+  again, but no log may keep two copies);
+- unexpected: a message read that no producer ever sent;
+- inconsistentOffsets: two different messages read at one offset of a queue (by any readers,
+  from any replicas, at any time);
+- nonMonotonicSends: a producer's acknowledgements out of sequence order, or a producer's
+  messages stored out of sequence order in its queue;
+- nonMonotonicPolls: a reader's offsets in one queue not strictly increasing.
+
+Anomalies in the controller event log (records deduplicated by `eventId`, raft events only,
+ordered by (term, index)):
+- splitBrain: two different masters recorded for one (broker set, master epoch);
+- epochRegressions: a set's master epoch going down, or an ELECT_MASTER not raising it.
+
+`tolerate` names anomalies that are counted and shown but do not make the verdict invalid:
+async replication may lose acknowledged messages on failover (docs/broker.md), and then
+readers may also have seen a truncated message at an offset that now holds another.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+from collections.abc import Collection, Iterable
+from typing import Any
+
+Op = dict[str, Any]
+Message = tuple[str, int, int]  # queue, producerId, seq
+
+ANOMALIES = (
+    "lost",
+    "duplicated",
+    "duplicatedInLog",
+    "unexpected",
+    "inconsistentOffsets",
+    "nonMonotonicSends",
+    "nonMonotonicPolls",
+    "splitBrain",
+    "epochRegressions",
+)
+FINAL_PREFIX = "final:"
+
+
+class _Examples:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.counts: collections.Counter[str] = collections.Counter()
+        self.shown: dict[str, list[Any]] = collections.defaultdict(list)
+
+    def add(self, kind: str, example: Any) -> None:
+        self.counts[kind] += 1
+        if len(self.shown[kind]) < self.limit:
+            self.shown[kind].append(example)
+
+
+def _message(value: dict[str, Any]) -> Message:
+    return (str(value["queue"]), int(value["producerId"]), int(value["seq"]))
+
+
+class _Sends:
+    """Each send's outcome; an invoke without a completion is indeterminate."""
+
+    def __init__(self) -> None:
+        self.outcome: dict[Message, str] = {}
+        self.acked_order: dict[str, list[int]] = collections.defaultdict(list)
+        self.nemesis: collections.Counter[str] = collections.Counter()
+
+    def feed(self, op: Op) -> None:
+        process, kind = str(op["process"]), op["type"]
+        if op["f"] != "send":
+            if process == "nemesis" and isinstance(op.get("value"), dict) and op["value"].get("phase") == "start":
+                self.nemesis[str(op["f"])] += 1
+            return
+        message = _message(op["value"])
+        if kind == "invoke":
+            self.outcome.setdefault(message, "open")
+            return
+        current = self.outcome.get(message, "open")
+        # One message may be sent more than once only by a buggy client; ok wins, then info (maybe).
+        if current != "ok" and not (kind == "fail" and current == "info"):
+            self.outcome[message] = str(kind)
+        if kind == "ok":
+            self.acked_order[process].append(message[2])
+
+    @property
+    def acked(self) -> set[Message]:
+        return {m for m, o in self.outcome.items() if o == "ok"}
+
+
+class _Reads:
+    """Every message read, by whom and where."""
+
+    def __init__(self) -> None:
+        self.at_offset: dict[tuple[str, int], set[tuple[int, int]]] = collections.defaultdict(set)
+        self.offsets_of: dict[Message, set[int]] = collections.defaultdict(set)
+        self.by_process: dict[tuple[str, str], list[int]] = collections.defaultdict(list)
+        self.final: dict[str, dict[str, set[Message]]] = collections.defaultdict(dict)
+        self.stored_twice: list[tuple[str, Message, int]] = []
+        self.total = 0
+
+    def feed(self, op: Op) -> None:
+        if op["f"] != "poll" or op["type"] != "ok":
+            return
+        process, queue = str(op["process"]), str(op["value"]["queue"])
+        messages = op["value"].get("messages") or []
+        if process.startswith(FINAL_PREFIX):
+            replica = process[len(FINAL_PREFIX) :]
+            seen = self.final[queue].setdefault(replica, set())
+            copies = collections.Counter((queue, int(pid), int(seq)) for _, pid, seq in messages)
+            seen.update(copies)
+            self.stored_twice += [(replica, m, n) for m, n in copies.items() if n > 1]
+        for offset, pid, seq in messages:
+            offset, pid, seq = int(offset), int(pid), int(seq)
+            self.total += 1
+            self.at_offset[(queue, offset)].add((pid, seq))
+            self.offsets_of[(queue, pid, seq)].add(offset)
+            self.by_process[(process, queue)].append(offset)
+
+
+def _check_history(ops: Iterable[Op], found: _Examples) -> dict[str, Any]:
+    sends, reads = _Sends(), _Reads()
+    for op in ops:
+        sends.feed(op)
+        reads.feed(op)
+    acked = sends.acked
+    for process, seqs in sends.acked_order.items():
+        for before, after in itertools.pairwise(seqs):
+            if after <= before:
+                found.add("nonMonotonicSends", {"process": process, "ackedSeq": after, "after": before})
+    for message in sorted(acked):
+        queue = message[0]
+        finals = reads.final.get(queue)
+        if finals:
+            missing = sorted(replica for replica, seen in finals.items() if message not in seen)
+            if missing:
+                found.add("lost", {"message": list(message), "missingFrom": missing})
+        elif message not in reads.offsets_of:
+            found.add("lost", {"message": list(message), "missingFrom": ["every read"]})
+    for message, offsets in sorted(reads.offsets_of.items()):
+        if len(offsets) > 1:
+            found.add("duplicated", {"message": list(message), "offsets": sorted(offsets)})
+        if message not in sends.outcome:
+            found.add("unexpected", {"message": list(message), "offsets": sorted(offsets)})
+    for replica, message, copies in reads.stored_twice:
+        found.add("duplicatedInLog", {"replica": replica, "message": list(message), "copies": copies})
+    for (queue, offset), values in sorted(reads.at_offset.items()):
+        if len(values) > 1:
+            found.add("inconsistentOffsets", {"queue": queue, "offset": offset, "messages": sorted(values)})
+    for (process, queue), read_offsets in sorted(reads.by_process.items()):
+        for before, after in itertools.pairwise(read_offsets):
+            if after <= before:
+                found.add("nonMonotonicPolls", {"process": process, "queue": queue, "offset": after, "after": before})
+    _check_log_order(reads, found)
+    outcomes = collections.Counter(sends.outcome.values())
+    read_ids = set(reads.offsets_of)
+    return {
+        "sendsInvoked": len(sends.outcome),
+        "sendsOk": outcomes["ok"],
+        "sendsFailed": outcomes["fail"],
+        "sendsIndeterminate": outcomes["info"] + outcomes["open"],
+        "indeterminateSendsRead": sum(1 for m, o in sends.outcome.items() if o in ("info", "open") and m in read_ids),
+        "messagesRead": reads.total,
+        "distinctMessagesRead": len(read_ids),
+        "finalReads": {q: {r: len(s) for r, s in sorted(rs.items())} for q, rs in sorted(reads.final.items())},
+        "faults": dict(sorted(sends.nemesis.items())),
+    }
+
+
+def _check_log_order(reads: _Reads, found: _Examples) -> None:
+    """Within a queue, each producer's messages must be stored in sequence order."""
+    by_producer: dict[tuple[str, int], list[tuple[int, int]]] = collections.defaultdict(list)
+    for (queue, offset), values in reads.at_offset.items():
+        if len(values) == 1:  # an inconsistent offset is already reported
+            (pid, seq) = next(iter(values))
+            by_producer[(queue, pid)].append((offset, seq))
+    for (queue, pid), stored in sorted(by_producer.items()):
+        stored.sort()
+        for (_, before), (offset, after) in itertools.pairwise(stored):
+            if after < before:
+                found.add(
+                    "nonMonotonicSends",
+                    {"queue": queue, "producerId": pid, "seq": after, "storedAfterSeq": before, "offset": offset},
+                )
+
+
+def dedup_events(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Raft events of all nodes, each once (by eventId), in (term, index) order; a batch keeps its order."""
+    seen: set[str] = set()
+    out: list[tuple[int, int, int, dict[str, Any]]] = []
+    for position, record in enumerate(records):
+        if record.get("source") != "raft" or record.get("eventId") in seen:
+            continue
+        seen.add(str(record["eventId"]))
+        out.append((int(record["term"]), int(record["index"]), position, record))
+    out.sort(key=lambda t: (t[0], t[1], t[2]))
+    return [r for *_, r in out]
+
+
+def _check_events(records: Iterable[dict[str, Any]], found: _Examples) -> dict[str, Any]:
+    events = dedup_events(records)
+    masters: dict[tuple[str, int], set[int]] = collections.defaultdict(set)
+    last_epoch: dict[str, int] = {}
+    last_elect_epoch: dict[str, int] = {}
+    elections = collections.Counter[str]()
+    for e in events:
+        name, epoch = e.get("brokerName"), e.get("masterEpoch")
+        if name is None or epoch is None:
+            continue
+        where = {"brokerName": name, "masterEpoch": epoch, "term": e["term"], "index": e["index"], "type": e["type"]}
+        if e.get("masterBrokerId") is not None:
+            masters[(name, epoch)].add(int(e["masterBrokerId"]))
+        if epoch < last_epoch.get(name, -1):
+            found.add("epochRegressions", {**where, "previous": last_epoch[name]})
+        if e["type"] == "ELECT_MASTER":
+            elections[str(e.get("electionResult"))] += 1
+            if epoch <= last_elect_epoch.get(name, -1):
+                found.add("epochRegressions", {**where, "previousElection": last_elect_epoch[name]})
+            last_elect_epoch[name] = max(epoch, last_elect_epoch.get(name, epoch))
+        last_epoch[name] = max(epoch, last_epoch.get(name, epoch))
+    for (name, epoch), ids in sorted(masters.items()):
+        if len(ids) > 1:
+            found.add("splitBrain", {"brokerName": name, "masterEpoch": epoch, "masters": sorted(ids)})
+    return {
+        "controllerEvents": len(events),
+        "elections": dict(sorted(elections.items())),
+        "masterEpochs": dict(sorted(last_epoch.items())),
+    }
+
+
+def check(
+    history: Iterable[Op],
+    events: Iterable[dict[str, Any]] = (),
+    *,
+    tolerate: Collection[str] = (),
+    max_examples: int = 10,
+) -> dict[str, Any]:
+    """The verdict: `valid`, a count per anomaly, examples of each, and statistics."""
+    unknown = set(tolerate) - set(ANOMALIES)
+    if unknown:
+        raise ValueError(f"unknown anomalies to tolerate: {sorted(unknown)}; known: {list(ANOMALIES)}")
+    found = _Examples(max_examples)
+    stats = {**_check_history(history, found), **_check_events(events, found)}
+    anomalies = {kind: found.counts[kind] for kind in ANOMALIES}
+    failing = sorted(kind for kind, n in anomalies.items() if n and kind not in tolerate)
+    return {
+        "valid": not failing,
+        "failing": failing,
+        "tolerated": sorted(tolerate),
+        "anomalies": anomalies,
+        "examples": {kind: found.shown[kind] for kind in ANOMALIES if found.shown.get(kind)},
+        "stats": stats,
+    }

@@ -1,0 +1,141 @@
+"""`brokergroup chaos`: Jepsen-style fault runs against a local cluster, and the offline checker.
+
+    brokergroup chaos run [--faults N] [--mode sync|async] [--nemesis kill,stop,partition,...]
+                          [--seed S] [--out DIR] [--sets 1] [--profile fast|default]
+    brokergroup chaos check DIR      # re-check a run's history.jsonl and controller event logs
+
+`run` exits 1 when the checker finds a violation of the mode's guarantees (or the cluster does
+not recover from a fault), 0 otherwise. In async mode lost messages (and what readers saw of
+truncated ones) are counted and reported but tolerated: async replication promises no more.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import secrets
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from brokergroup.local import profiles
+
+DEFAULT_NEMESIS = "kill,stop,partition"
+
+
+def add_parser(sub: Any) -> None:
+    chaos: argparse.ArgumentParser = sub.add_parser("chaos", help="fault injection runs with a history checker")
+    kinds = chaos.add_subparsers(dest="chaos_command", metavar="COMMAND", required=True)
+    p = kinds.add_parser("run", help="run a local cluster under faults and check the history")
+    p.add_argument("--faults", type=int, default=10, help="faults to inject, one at a time (default 10)")
+    p.add_argument("--mode", choices=sorted(profiles.MODES), default="sync", help="replication mode (default sync)")
+    p.add_argument(
+        "--nemesis",
+        default=None,
+        help=f"fault kinds or families, comma-separated (default {DEFAULT_NEMESIS}; "
+        "partition only where network namespaces work)",
+    )
+    p.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed)")
+    p.add_argument("--out", type=Path, default=None, help="output folder (default brokergroup-chaos-<time>)")
+    p.add_argument("--sets", type=int, default=1, choices=(1, 2), help="broker sets of 3 replicas (default 1)")
+    p.add_argument("--profile", choices=sorted(profiles.PROFILES), default="fast", help="timing profile")
+    p.add_argument("--rate", type=float, default=25.0, help="sends per second per producer (default 25)")
+    p.add_argument("--no-netns", action="store_true", help="run on 127.0.0.1 without namespaces (no partitions)")
+    p.set_defaults(func=run)
+    c = kinds.add_parser("check", help="check a finished run's history and event logs again")
+    c.add_argument("dir", type=Path, help="a run's output folder")
+    c.add_argument("--mode", choices=sorted(profiles.MODES), default="sync")
+    c.set_defaults(func=check)
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from brokergroup.chaos import netns
+    from brokergroup.chaos.nemesis import NemesisError, expand
+    from brokergroup.chaos.runner import ChaosRun, RunOptions
+    from brokergroup.chaos.topology import ClusterSpec
+
+    if args.faults < 0:
+        print("brokergroup chaos run: --faults must be at least 0", file=sys.stderr)
+        return 2
+    missing = [] if args.no_netns else netns.missing_capabilities()
+    use_netns = not args.no_netns and not missing
+    try:
+        if args.nemesis is None:
+            spec_text = DEFAULT_NEMESIS if use_netns else "kill,stop"
+            if not use_netns and not args.no_netns:
+                _print(f"partitions disabled: {'; '.join(missing)}")
+        else:
+            spec_text = args.nemesis
+        kinds = expand(spec_text, partitions_available=use_netns)
+    except NemesisError as exc:
+        why = f" ({'; '.join(missing)})" if missing else ""
+        print(f"brokergroup chaos run: {exc}{why}", file=sys.stderr)
+        return 2
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    out = args.out or Path(f"brokergroup-chaos-{time.strftime('%Y%m%d-%H%M%S')}")
+    out.mkdir(parents=True, exist_ok=True)
+    options = RunOptions(
+        out=out.resolve(),
+        kinds=tuple(kinds),
+        faults=args.faults,
+        seed=seed,
+        spec=ClusterSpec(
+            sets=args.sets,
+            mode=profiles.mode(args.mode),
+            profile=profiles.profile(args.profile),
+            netns=use_netns,
+        ),
+        rate=args.rate,
+    )
+    _print(
+        f"chaos run: {args.faults} faults from {','.join(kinds)}; mode {args.mode}, profile {args.profile}, "
+        f"seed {seed}, {'network namespaces' if use_netns else '127.0.0.1'}; output {out}"
+    )
+    result = asyncio.run(ChaosRun(options, _print).run())
+    _print(render(result))
+    return 0 if result["valid"] else 1
+
+
+def render(result: dict[str, Any]) -> str:
+    verdict, summary = result["verdict"], result["run"]
+    stats = verdict["stats"]
+    lines = [
+        "",
+        f"faults: {summary['faultsInjected']} {json.dumps(summary['faultMix'])} in {summary['durationS']} s",
+        f"sends: {stats['sendsInvoked']} invoked, {stats['sendsOk']} acknowledged, "
+        f"{stats['sendsIndeterminate']} indeterminate ({stats['indeterminateSendsRead']} of them stored), "
+        f"{stats['sendsFailed']} failed; reads: {stats['messagesRead']}",
+        f"controller: {stats['controllerEvents']} events, elections {json.dumps(stats['elections'])}, "
+        f"master epochs {json.dumps(stats['masterEpochs'])}",
+        "anomalies: " + ", ".join(f"{k} {v}" for k, v in verdict["anomalies"].items()),
+    ]
+    if verdict["tolerated"]:
+        lines.append(f"tolerated in {summary['mode']} mode (counted, not failing): {', '.join(verdict['tolerated'])}")
+    for kind, examples in verdict["examples"].items():
+        lines.append(f"  {kind}: {json.dumps(examples[:3])}")
+    for problem in result["liveness"]:
+        lines.append(f"liveness: {problem}")
+    lines.append(f"VALID ({summary['mode']})" if result["valid"] else f"INVALID: {', '.join(verdict['failing'])}")
+    return "\n".join(lines)
+
+
+def check(args: argparse.Namespace) -> int:
+    from brokergroup.chaos import checker
+    from brokergroup.chaos.history import read_history
+    from brokergroup.chaos.runner import ASYNC_TOLERATED, load_events
+
+    history = args.dir / "history.jsonl"
+    if not history.exists():
+        print(f"brokergroup chaos check: {history} does not exist", file=sys.stderr)
+        return 2
+    logs = sorted((args.dir / "cluster" / "controllers").glob("n*/events/*.jsonl"))
+    tolerate = ASYNC_TOLERATED if args.mode == "async" else ()
+    verdict = checker.check(read_history(history), load_events(logs), tolerate=tolerate)
+    print(json.dumps(verdict, indent=2))
+    return 0 if verdict["valid"] else 1

@@ -1,0 +1,196 @@
+"""Jepsen-style operation histories, and the clients that record them.
+
+A history is a JSONL file, one operation per line:
+
+    {"process": "p0", "type": "invoke", "f": "send", "value": {...}, "time": 1234567}
+
+- `process`: who did it: a producer (`p<i>`), a consumer (`c<i>`), a final reader
+  (`final:<replica>`) or the `nemesis`.
+- `type`: `invoke` when an operation starts; then exactly one of `ok` (it happened), `fail` (it
+  certainly did not happen) or `info` (indeterminate: it may or may not have happened).
+- `f`: `send` or `poll` (the nemesis records its faults with its own `f`, type `info`).
+- `value`:
+  - send: `{"queue": "<set>/<topic>/<queueId>", "producerId": P, "seq": S, "payload": "..."}`
+    (the idempotent producer's identity of the message);
+  - poll (ok): `{"queue": Q, "messages": [[queueOffset, producerId, seq], ...]}`;
+  - poll (invoke): `{"queue": Q, "offset": where the read starts}`.
+- `time`: nanoseconds since the history started (monotonic clock).
+
+The producer sends one message at a time through the idempotent `Producer`, which retries across
+failovers; a send that is not acknowledged within its deadline is `info`, since one of its
+attempts may have been stored. The consumer polls the master through `Consumer` and records the
+(queueOffset, producerId, seq) it read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import aiohttp
+
+from brokergroup.broker.client import Consumer, ProduceError, Producer
+
+Op = dict[str, Any]
+
+
+def queue_name(broker_set: str, topic: str, queue_id: int) -> str:
+    return f"{broker_set}/{topic}/{queue_id}"
+
+
+class HistoryWriter:
+    """Appends operations to a JSONL file, one flushed line each (a crashed run keeps its history)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._file: IO[str] = path.open("a", encoding="utf-8")
+        self._started = time.monotonic_ns()
+
+    def record(self, process: str, type_: str, f: str, value: Any) -> Op:
+        op: Op = {
+            "process": process,
+            "type": type_,
+            "f": f,
+            "value": value,
+            "time": time.monotonic_ns() - self._started,
+        }
+        self._file.write(json.dumps(op, separators=(",", ":")) + "\n")
+        self._file.flush()
+        return op
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> HistoryWriter:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def read_history(path: Path) -> Iterator[Op]:
+    """The operations of a history file; a torn last line (the writer was killed) is skipped."""
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
+
+class ProducerClient:
+    """Sends numbered messages to one queue, one at a time, at most `rate` per second."""
+
+    def __init__(
+        self, process: str, producer: Producer, history: HistoryWriter, *, broker_set: str, topic: str, rate: float
+    ) -> None:
+        self.process = process
+        self.producer = producer
+        self.history = history
+        self.queue = queue_name(broker_set, topic, 0)
+        self.topic = topic
+        self.interval = 1.0 / rate if rate > 0 else 0.0
+        self.acked = 0
+        self.last_ack: float | None = None
+
+    async def run(self, stop: asyncio.Event) -> None:
+        next_at = time.monotonic()
+        while not stop.is_set():
+            await self.send_one()
+            next_at = max(next_at + self.interval, time.monotonic() - 1.0)
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), delay)
+
+    async def send_one(self) -> str:
+        seq = self.producer.next_seq
+        payload = f"{self.process}-{seq}"
+        value = {"queue": self.queue, "producerId": self.producer.producer_id, "seq": seq, "payload": payload}
+        self.history.record(self.process, "invoke", "send", value)
+        try:
+            await self.producer.send(self.topic, [payload.encode()])
+        except ProduceError as exc:
+            # 400/413 are definite refusals; anything else gave up while an attempt may have landed.
+            definite = exc.status == "BAD_REQUEST"
+            self.history.record(self.process, "fail" if definite else "info", "send", {**value, "error": str(exc)})
+            return "fail" if definite else "info"
+        except asyncio.CancelledError:
+            self.history.record(self.process, "info", "send", {**value, "error": "cancelled"})
+            raise
+        self.history.record(self.process, "ok", "send", value)
+        self.acked += 1
+        self.last_ack = time.monotonic()
+        return "ok"
+
+
+class ConsumerClient:
+    """Polls one queue from the master and records what it read."""
+
+    def __init__(
+        self, process: str, consumer: Consumer, history: HistoryWriter, *, broker_set: str, topic: str
+    ) -> None:
+        self.process = process
+        self.consumer = consumer
+        self.history = history
+        self.queue = queue_name(broker_set, topic, 0)
+        self.topic = topic
+        self.read = 0
+
+    @property
+    def position(self) -> int:
+        return self.consumer.positions.get((self.topic, 0), 0)
+
+    async def run(self, stop: asyncio.Event, *, idle_s: float = 0.05) -> None:
+        while not stop.is_set():
+            if await self.poll_one() == 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), idle_s)
+
+    async def poll_one(self) -> int:
+        """Messages read by one poll (0 when the poll failed or found nothing)."""
+        self.history.record(self.process, "invoke", "poll", {"queue": self.queue, "offset": self.position})
+        try:
+            received = await self.consumer.poll(self.topic, 0, max_count=256)
+        except ProduceError as exc:
+            self.history.record(self.process, "fail", "poll", {"queue": self.queue, "error": str(exc)})
+            return 0
+        except asyncio.CancelledError:
+            self.history.record(self.process, "fail", "poll", {"queue": self.queue, "error": "cancelled"})
+            raise
+        messages = [[m.queue_offset, m.producer_id, m.seq] for m in received]
+        self.history.record(self.process, "ok", "poll", {"queue": self.queue, "messages": messages})
+        self.read += len(messages)
+        return len(messages)
+
+
+async def read_replica(
+    session: aiohttp.ClientSession, address: str, topic: str, queue_id: int = 0, *, timeout_s: float = 10.0
+) -> list[list[int]]:
+    """Every message of a queue on one replica, as [queueOffset, producerId, seq], from offset 0."""
+    out: list[list[int]] = []
+    offset = 0
+    timeout = aiohttp.ClientTimeout(total=timeout_s)
+    while True:
+        params = {"topic": topic, "queueId": str(queue_id), "offset": str(offset), "maxCount": "1024"}
+        async with session.get(f"http://{address}/v1/messages", params=params, timeout=timeout) as r:
+            if r.status != 200:
+                raise ProduceError(f"HTTP {r.status}", await r.text())
+            body = await r.json()
+        if not body["messages"]:
+            return out
+        out += [[int(m["queueOffset"]), int(m["producerId"]), int(m["seq"])] for m in body["messages"]]
+        offset = int(body["nextOffset"])
+
+
+def record_final_read(history: HistoryWriter, replica: str, queue: str, messages: list[list[int]]) -> None:
+    """A final full read of one replica, as one poll of the process `final:<replica>`."""
+    process = f"final:{replica}"
+    history.record(process, "invoke", "poll", {"queue": queue, "offset": 0})
+    history.record(process, "ok", "poll", {"queue": queue, "messages": messages})

@@ -1,0 +1,174 @@
+"""The nemesis: faults injected into a running cluster, one at a time, each with its heal.
+
+Fault kinds (`--nemesis` takes kinds or the families `kill`, `stop`, `partition`):
+
+- kill-master / kill-slave / kill-leader / kill-random: SIGKILL of a set's master, one of its
+  slaves, the controller leader, or any process; heal: restart it (same data dir and address).
+- stop-master / stop-slave / stop-leader / stop-random: SIGSTOP of the same targets (a hung
+  process whose sockets stay open); heal: SIGCONT.
+- partition-master-controllers: the master and the controllers cannot reach each other; the
+  master keeps its slaves and the clients. Heal: remove the cut.
+- partition-master-all: the master reaches no one (controllers, its slaves, the clients).
+- partition-leader: the controller leader cannot reach the other controllers; brokers and
+  clients still reach every controller.
+- partition-master-slaves-kill: the master is cut from its slaves (not from the controllers or
+  the clients), then SIGKILLed 1 s later, while its slaves are still in the sync-state-set (a
+  slave leaves it only after `max_time_slave_not_catchup_ms`). Heal: remove the cut and restart.
+  In sync mode nothing written during that second was acknowledged; in async mode it was, by the
+  master alone, and the elected slave never had it: the loss async replication allows.
+
+Partitions need the cluster's network namespaces (`ClusterSpec(netns=True)`).
+
+What each partition exercises: cut off from the controllers, the master stops acknowledging when
+its write lease runs out (docs/broker.md), and after the heartbeat timeout the controllers elect
+one of its in-sync slaves; on heal the old master learns it was replaced and truncates to the new
+master. With `master-controllers` the old master still reaches its slaves, so it is the lease
+(not a lost quorum of replicas) that must stop it; with `master-all` the clients cannot reach it
+either. `partition-leader` leaves a controller leader without its Raft quorum: it must stop
+serving and the majority side elects a new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+import signal
+import time
+from typing import Any
+
+from brokergroup.chaos.history import HistoryWriter
+from brokergroup.chaos.topology import ChaosCluster
+
+PROCESS_KINDS = tuple(
+    f"{action}-{target}" for action in ("kill", "stop") for target in ("master", "slave", "leader", "random")
+)
+PARTITION_KINDS = (
+    "partition-master-controllers",
+    "partition-master-all",
+    "partition-leader",
+    "partition-master-slaves-kill",
+)
+CUT_BEFORE_KILL_S = 1.0
+KINDS = PROCESS_KINDS + PARTITION_KINDS
+FAMILIES = {
+    "kill": tuple(k for k in KINDS if k.startswith("kill-")),
+    "stop": tuple(k for k in KINDS if k.startswith("stop-")),
+    "partition": PARTITION_KINDS,
+}
+
+
+class NemesisError(ValueError):
+    """A nemesis specification that cannot be used."""
+
+
+def expand(spec: str, *, partitions_available: bool) -> list[str]:
+    """`kill,stop-master,partition` → the list of fault kinds; partitions need namespaces."""
+    kinds: list[str] = []
+    for item in (s.strip() for s in spec.split(",") if s.strip()):
+        if item in FAMILIES:
+            kinds += FAMILIES[item]
+        elif item in KINDS:
+            kinds.append(item)
+        else:
+            raise NemesisError(f"unknown nemesis {item!r}; use {', '.join(FAMILIES)} or one of {', '.join(KINDS)}")
+    if not kinds:
+        raise NemesisError("no nemesis given")
+    if not partitions_available and any(k in PARTITION_KINDS for k in kinds):
+        raise NemesisError("partitions need network namespaces (root, iproute2 and nftables)")
+    return list(dict.fromkeys(kinds))
+
+
+@dataclasses.dataclass
+class Fault:
+    kind: str
+    target: str
+    broker_set: str | None
+    started: float
+    detail: dict[str, Any]
+
+    def describe(self) -> dict[str, Any]:
+        return {"target": self.target, "set": self.broker_set, **self.detail}
+
+
+class Nemesis:
+    def __init__(self, cluster: ChaosCluster, rng: random.Random, history: HistoryWriter | None = None) -> None:
+        self.cluster = cluster
+        self.rng = rng
+        self.history = history
+
+    async def inject(self, kind: str) -> Fault:
+        action, _, target_kind = kind.partition("-")
+        broker_set = self.rng.choice(sorted(self.cluster.sets))
+        if action == "partition":
+            fault = await self._partition(kind, broker_set)
+        else:
+            target = await self._target(target_kind, broker_set)
+            owner = next((name for name in self.cluster.sets if target in self.cluster.replica_names(name)), None)
+            fault = Fault(kind, target, owner, time.time(), {})
+            process = self.cluster.processes()[target]
+            process.signal(signal.SIGKILL if action == "kill" else signal.SIGSTOP)
+        self._record(fault, "start")
+        return fault
+
+    async def heal(self, fault: Fault) -> None:
+        if fault.kind.startswith("kill-"):
+            self.cluster.restart(fault.target)
+        elif fault.kind.startswith("stop-"):
+            self.cluster.processes()[fault.target].signal(signal.SIGCONT)
+        else:
+            assert self.cluster.network is not None
+            self.cluster.network.heal()
+            if fault.kind.endswith("-kill"):
+                self.cluster.restart(fault.target)
+        self._record(fault, "stop")
+
+    def heal_everything(self) -> None:
+        """Final heal: resume every process, restart the dead ones, remove every cut."""
+        if self.cluster.network is not None:
+            self.cluster.network.heal()
+        for name, process in self.cluster.processes().items():
+            if process.running:
+                process.signal(signal.SIGCONT)
+            else:
+                self.cluster.restart(name)
+
+    def _record(self, fault: Fault, phase: str) -> None:
+        if self.history is not None:
+            self.history.record("nemesis", "info", fault.kind, {"phase": phase, **fault.describe()})
+
+    async def _target(self, target_kind: str, broker_set: str) -> str:
+        if target_kind == "leader":
+            return await self.cluster.controller_leader()
+        if target_kind == "random":
+            return self.rng.choice(sorted(n for n, p in self.cluster.processes().items() if p.running))
+        async with self.cluster.controller_client() as controller:
+            master = await self.cluster.master_of(broker_set, controller)
+        if master is None:
+            raise RuntimeError(f"{broker_set} has no master to attack")
+        if target_kind == "master":
+            return master
+        return self.rng.choice([r for r in self.cluster.replica_names(broker_set) if r != master])
+
+    async def _partition(self, kind: str, broker_set: str) -> Fault:
+        network = self.cluster.network
+        if network is None:
+            raise NemesisError(f"{kind} needs network namespaces")
+        controllers = self.cluster.controller_names()
+        if kind == "partition-master-slaves-kill":
+            master = await self._target("master", broker_set)
+            network.cut([master], [r for r in self.cluster.replica_names(broker_set) if r != master])
+            cuts = network.describe_cuts()
+            await asyncio.sleep(CUT_BEFORE_KILL_S)  # the master may acknowledge alone meanwhile (async)
+            self.cluster.processes()[master].signal(signal.SIGKILL)
+            return Fault(kind, master, broker_set, time.time(), {"cuts": cuts, "killedAfterS": CUT_BEFORE_KILL_S})
+        if kind == "partition-leader":
+            leader = await self.cluster.controller_leader()
+            network.cut([leader], [c for c in controllers if c != leader])
+            return Fault(kind, leader, None, time.time(), {"cuts": network.describe_cuts()})
+        master = await self._target("master", broker_set)
+        others = controllers
+        if kind == "partition-master-all":
+            others = controllers + [r for r in self.cluster.replica_names(broker_set) if r != master] + ["hub"]
+        network.cut([master], others)
+        return Fault(kind, master, broker_set, time.time(), {"cuts": network.describe_cuts()})

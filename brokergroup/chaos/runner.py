@@ -1,0 +1,280 @@
+"""One chaos run: a local cluster, clients recording a history, N faults, a final heal and read, the check.
+
+    start the cluster -> wait until healthy -> start producers and consumers
+    N times: inject a fault -> hold it -> heal it -> wait until the cluster is healthy again
+             and every producer has been acknowledged again
+    heal everything -> stop producers -> wait until every replica has the same log
+    -> drain the consumers -> read every replica in full -> check history + controller event logs
+
+Everything lands in the output folder: `history.jsonl`, `verdict.json`, `run.json`, and the
+cluster's data and logs under `cluster/` (controller event logs in
+`cluster/controllers/n*/events/`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import json
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from brokergroup.broker.client import Consumer, MasterFinder, Producer
+from brokergroup.chaos import checker
+from brokergroup.chaos.history import (
+    ConsumerClient,
+    HistoryWriter,
+    ProducerClient,
+    queue_name,
+    read_history,
+    read_replica,
+    record_final_read,
+)
+from brokergroup.chaos.nemesis import Fault, Nemesis
+from brokergroup.chaos.topology import ChaosCluster, ClusterSpec
+from brokergroup.controller.client import ControllerClient
+from brokergroup.controller.codes import ControllerError
+
+TOPIC = "chaos"
+# What async replication does not promise (docs/broker.md): a failover may lose acknowledged
+# messages; readers of the old master may have seen some at offsets the new master reuses, and
+# a producer's retry stores such a message again at another offset. No log keeps two copies.
+ASYNC_TOLERATED = ("lost", "inconsistentOffsets", "duplicated")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+    out: Path
+    kinds: tuple[str, ...]
+    faults: int = 10
+    seed: int = 0
+    spec: ClusterSpec = dataclasses.field(default_factory=ClusterSpec)
+    producers_per_set: int = 2
+    rate: float = 25.0
+    """Sends per second per producer (each waits for its acknowledgement)."""
+    recovery_timeout_s: float = 90.0
+
+    @property
+    def tolerate(self) -> tuple[str, ...]:
+        return ASYNC_TOLERATED if self.spec.mode.name == "async" else ()
+
+
+def plan_faults(kinds: tuple[str, ...], count: int, rng: random.Random) -> list[str]:
+    """`count` faults cycling through every kind in a shuffled order, so each appears before any repeats."""
+    plan: list[str] = []
+    while len(plan) < count:
+        batch = list(kinds)
+        rng.shuffle(batch)
+        plan += batch
+    return plan[:count]
+
+
+def hold_seconds(kind: str, rng: random.Random, heartbeat_timeout_s: float) -> float:
+    """How long a fault lasts: kills are short; stops and partitions straddle the heartbeat timeout,
+    so some end before the controller reacts and some force a failover; master partitions always do."""
+    if kind.startswith("kill-") or kind.endswith("-kill"):
+        return rng.uniform(0.5, 3.0)
+    if kind.startswith("partition-master"):
+        # Long enough for the controllers to give the master up: the old master must have stopped
+        # acknowledging (its lease) before the new one is elected.
+        return rng.uniform(1.2 * heartbeat_timeout_s, 2.0 * heartbeat_timeout_s)
+    return rng.uniform(1.0, 1.6 * heartbeat_timeout_s)
+
+
+class ChaosRun:
+    def __init__(self, options: RunOptions, progress: Callable[[str], None]) -> None:
+        self.options = options
+        self.progress = progress
+        self.rng = random.Random(options.seed)
+        self.cluster = ChaosCluster(options.out / "cluster", options.spec)
+        self.history = HistoryWriter(options.out / "history.jsonl")
+        self.faults: list[dict[str, Any]] = []
+        self.liveness: list[str] = []
+
+    async def run(self) -> dict[str, Any]:
+        started = time.monotonic()
+        try:
+            with self.cluster, self.cluster.clients():
+                await self._exercise()
+        finally:
+            self.history.close()
+        events = load_events(self.cluster.event_logs())
+        verdict = checker.check(
+            read_history(self.history.path), events, tolerate=self.options.tolerate, max_examples=10
+        )
+        result = {
+            "valid": verdict["valid"] and not self.liveness,
+            "verdict": verdict,
+            "liveness": self.liveness,
+            "run": self._summary(time.monotonic() - started),
+            "faults": self.faults,
+        }
+        (self.options.out / "verdict.json").write_text(json.dumps(verdict, indent=2) + "\n")
+        (self.options.out / "run.json").write_text(json.dumps(result, indent=2) + "\n")
+        return result
+
+    def _summary(self, took: float) -> dict[str, Any]:
+        spec = self.options.spec
+        return {
+            "seed": self.options.seed,
+            "mode": spec.mode.name,
+            "profile": spec.profile.name,
+            "sets": spec.sets,
+            "replicas": spec.replicas,
+            "netns": spec.netns,
+            "faultsInjected": len(self.faults),
+            "faultMix": dict(sorted(collections.Counter(f["kind"] for f in self.faults).items())),
+            "durationS": round(took, 1),
+            "out": str(self.options.out),
+        }
+
+    async def _exercise(self) -> None:
+        opts = self.options
+        took = await self.cluster.wait_healthy(timeout=opts.recovery_timeout_s)
+        self.progress(f"cluster up: {len(self.cluster.processes())} processes, healthy after {took:.1f} s")
+        timing = opts.spec.profile
+        request_timeout = max(3.0, timing.ha_slave_timeout_ms / 1000 + 1.0)
+        deadline = 2 * timing.heartbeat_timeout_ms / 1000 + 10
+        stop_producing, stop_consuming = asyncio.Event(), asyncio.Event()
+        async with aiohttp.ClientSession() as session, self.cluster.controller_client() as controller:
+            producers = [
+                ProducerClient(
+                    f"p{len(self.cluster.sets) * k + i}",
+                    Producer(self._finder(name, controller), session=session, deadline_s=deadline,
+                             request_timeout_s=request_timeout),
+                    self.history, broker_set=name, topic=TOPIC, rate=opts.rate,
+                )
+                for i, name in enumerate(sorted(self.cluster.sets))
+                for k in range(opts.producers_per_set)
+            ]  # fmt: skip
+            consumers = [
+                ConsumerClient(
+                    f"c{i}",
+                    Consumer(self._finder(name, controller), group=f"chaos-{i}", session=session,
+                             request_timeout_s=request_timeout),
+                    self.history, broker_set=name, topic=TOPIC,
+                )
+                for i, name in enumerate(sorted(self.cluster.sets))
+            ]  # fmt: skip
+            tasks = [asyncio.create_task(p.run(stop_producing)) for p in producers]
+            tasks += [asyncio.create_task(c.run(stop_consuming)) for c in consumers]
+            try:
+                await self._until_acked_again(producers, timeout=opts.recovery_timeout_s)
+                nemesis = Nemesis(self.cluster, self.rng, self.history)
+                for number, kind in enumerate(plan_faults(opts.kinds, opts.faults, self.rng), 1):
+                    await self._one_fault(number, kind, nemesis, producers)
+                self.progress("final heal")
+                nemesis.heal_everything()
+                await self._recover("final heal", producers)
+                stop_producing.set()
+                await asyncio.gather(*tasks[: len(producers)])
+                await self.cluster.wait_healthy(timeout=opts.recovery_timeout_s, quiescent=True)
+                await self._drain(consumers)
+                stop_consuming.set()
+                await asyncio.gather(*tasks[len(producers) :])
+                await self._final_reads(session)
+            finally:
+                stop_producing.set()
+                stop_consuming.set()
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _finder(self, broker_set: str, controller: ControllerClient) -> MasterFinder:
+        return MasterFinder(broker_name=broker_set, controller=controller)
+
+    async def _one_fault(self, number: int, kind: str, nemesis: Nemesis, producers: list[ProducerClient]) -> None:
+        timeout_s = self.options.spec.profile.heartbeat_timeout_ms / 1000
+        epochs_before = {name: await self._master_epoch(name) for name in self.cluster.sets}
+        try:
+            fault: Fault = await nemesis.inject(kind)
+        except (RuntimeError, TimeoutError) as exc:
+            self.liveness.append(f"fault {number} ({kind}) could not start: {exc}")
+            nemesis.heal_everything()
+            await self._recover(f"fault {number} ({kind}) that could not start", producers)
+            return
+        hold = hold_seconds(kind, self.rng, timeout_s)
+        await asyncio.sleep(hold)  # the fault lasts this long while the clients keep going
+        await nemesis.heal(fault)
+        recovered = await self._recover(f"fault {number} ({kind} {fault.target})", producers)
+        acked = sum(p.acked for p in producers)
+        self.faults.append(
+            {
+                "number": number,
+                "kind": kind,
+                **fault.describe(),
+                "holdS": round(hold, 2),
+                "recoveredS": recovered,
+                "masterEpochBefore": epochs_before.get(fault.broker_set) if fault.broker_set else None,
+                "masterEpochAfter": await self._master_epoch(fault.broker_set),
+            }
+        )
+        took = f"{recovered:.1f} s" if recovered is not None else "NOT RECOVERED"
+        self.progress(
+            f"[{number}/{self.options.faults}] {kind:<29} {fault.target:<7} held {hold:4.1f} s, "
+            f"recovered in {took}; {acked} acknowledged"
+        )
+
+    async def _master_epoch(self, broker_set: str | None) -> int | None:
+        if broker_set is None:
+            return None
+        try:
+            async with self.cluster.controller_client() as controller:
+                return (await controller.replica_info(broker_set)).master_epoch
+        except ControllerError:
+            return None
+
+    async def _recover(self, what: str, producers: list[ProducerClient]) -> float | None:
+        """Time until the cluster is healthy and every producer was acknowledged since; None if never."""
+        started = time.monotonic()
+        try:
+            await self.cluster.wait_healthy(timeout=self.options.recovery_timeout_s)
+            await self._until_acked_again(producers, timeout=self.options.recovery_timeout_s)
+        except TimeoutError as exc:
+            self.liveness.append(f"after {what}: {exc}")
+            self.history.record("nemesis", "info", "recovery", {"phase": "timeout", "after": what, "error": str(exc)})
+            return None
+        return round(time.monotonic() - started, 2)
+
+    async def _until_acked_again(self, producers: list[ProducerClient], *, timeout: float) -> None:
+        since = time.monotonic()
+        deadline = since + timeout
+        while time.monotonic() < deadline:
+            if all(p.last_ack is not None and p.last_ack > since for p in producers):
+                return
+            await asyncio.sleep(0.05)
+        slow = [p.process for p in producers if p.last_ack is None or p.last_ack <= since]
+        raise TimeoutError(f"producers {slow} not acknowledged within {timeout:.0f} s")
+
+    async def _drain(self, consumers: list[ConsumerClient]) -> None:
+        """Each consumer reads on until a poll finds nothing (writes have stopped)."""
+        deadline = time.monotonic() + self.options.recovery_timeout_s
+        for consumer in consumers:
+            while time.monotonic() < deadline and await consumer.poll_one() > 0:
+                pass
+
+    async def _final_reads(self, session: aiohttp.ClientSession) -> None:
+        for name, brokers in sorted(self.cluster.sets.items()):
+            for node in brokers.nodes:
+                messages = await read_replica(session, node.api, TOPIC)
+                record_final_read(self.history, node.name, queue_name(name, TOPIC, 0), messages)
+                self.progress(f"final read {node.name}: {len(messages)} messages")
+
+
+def load_events(paths: list[Path]) -> list[dict[str, Any]]:
+    """Every controller event-log record of every node (the checker deduplicates by eventId)."""
+    records: list[dict[str, Any]] = []
+    for path in paths:
+        with path.open(encoding="utf-8") as f:
+            for line in f:
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue  # a line torn by kill -9
+    return records

@@ -1,0 +1,233 @@
+"""The cluster a chaos run attacks: 3 controllers and S broker sets of R replicas, real processes.
+
+With `netns=True` each process runs in its own network namespace with its own 10.77.0.x address
+(`brokergroup.chaos.netns`), so the nemesis can partition them; the harness's clients run in the
+hub namespace (`clients()`). Without it, everything listens on 127.0.0.1 and only process faults
+are possible.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from brokergroup.chaos.netns import Network, entered
+from brokergroup.controller.client import ControllerClient
+from brokergroup.controller.codes import ControllerError
+from brokergroup.local import profiles
+from brokergroup.local.brokers import BrokerSet
+from brokergroup.local.controllers import ControllerGroup, settled
+from brokergroup.local.processes import LocalProcess
+
+CLUSTER_NAME = "chaos"
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterSpec:
+    sets: int = 1
+    replicas: int = 3
+    controllers: int = 3
+    mode: profiles.ReplicationMode = profiles.SYNC
+    profile: profiles.TimingProfile = profiles.FAST
+    netns: bool = False
+    log_level: str = "INFO"
+
+
+@dataclasses.dataclass(frozen=True)
+class SetHealth:
+    name: str
+    master: str | None
+    """The controller's master, when it also says it is master with a live write lease."""
+    master_epoch: int
+    sync_state_set: int
+    following: int
+    """Replicas (master included) that answer and know the current master epoch."""
+    caught_up: bool
+    """Every replica has the same max and confirm offsets (meaningful once writes stopped)."""
+
+    def healthy(self, replicas: int, *, quiescent: bool) -> bool:
+        complete = self.master is not None and self.sync_state_set == replicas and self.following == replicas
+        return complete and (self.caught_up or not quiescent)
+
+
+class ChaosCluster:
+    def __init__(self, base_dir: Path, spec: ClusterSpec) -> None:
+        self.spec = spec
+        self.base_dir = base_dir
+        controller_names = [f"n{i}" for i in range(spec.controllers)]
+        set_names = [f"bs{i}" for i in range(spec.sets)]
+        replica_names = {s: [f"{s}-{j}" for j in range(spec.replicas)] for s in set_names}
+        every = controller_names + [r for s in set_names for r in replica_names[s]]
+        self.network = Network(every) if spec.netns else None
+
+        def placement(names: list[str]) -> dict[str, Any]:
+            if self.network is None:
+                return {}
+            return {
+                "hosts": [self.network.address(n) for n in names],
+                "netns": [self.network.namespace(n) for n in names],
+            }
+
+        log = ["--log-level", spec.log_level]
+        self.controllers = ControllerGroup(
+            base_dir / "controllers",
+            size=spec.controllers,
+            password=secrets.token_urlsafe(16),
+            extra_args=spec.profile.controller_args() + log,
+            **placement(controller_names),
+        )
+        self.sets = {
+            name: BrokerSet(
+                base_dir / "brokers",
+                controllers=self.controllers.api_addresses,
+                broker_name=name,
+                replicas=spec.replicas,
+                cluster_name=CLUSTER_NAME,
+                extra_args=spec.profile.broker_args() + spec.mode.broker_args() + log,
+                **placement(replica_names[name]),
+            )
+            for name in set_names
+        }
+
+    # ---- lifecycle --------------------------------------------------------------------------------
+    def start(self) -> None:
+        if self.network is not None:
+            self.network.create()
+        self.controllers.start_all()
+        for brokers in self.sets.values():
+            brokers.start_all()
+
+    def stop(self) -> None:
+        """Stop every process (SIGCONT first, so a stopped one can exit) and remove the network."""
+        try:
+            for brokers in self.sets.values():
+                brokers.stop_all()
+            self.controllers.stop_all()
+        finally:
+            if self.network is not None:
+                self.network.destroy()
+
+    def __enter__(self) -> ChaosCluster:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    @contextlib.contextmanager
+    def clients(self) -> Iterator[None]:
+        """Where the harness's sockets must be made: the hub namespace, or here without netns."""
+        if self.network is None:
+            yield
+        else:
+            with entered(self.network.hub):
+                yield
+
+    # ---- processes --------------------------------------------------------------------------------
+    def processes(self) -> dict[str, LocalProcess]:
+        out: dict[str, LocalProcess] = {n.name: n for n in self.controllers.nodes}
+        for brokers in self.sets.values():
+            out.update({n.name: n for n in brokers.nodes})
+        return out
+
+    def restart(self, name: str) -> None:
+        for i, controller in enumerate(self.controllers.nodes):
+            if controller.name == name:
+                self.controllers.start(i)
+                return
+        for brokers in self.sets.values():
+            for i, broker in enumerate(brokers.nodes):
+                if broker.name == name:
+                    brokers.start(i)
+                    return
+        raise KeyError(name)
+
+    def controller_names(self) -> list[str]:
+        return [n.name for n in self.controllers.nodes]
+
+    def replica_names(self, broker_set: str) -> list[str]:
+        return [n.name for n in self.sets[broker_set].nodes]
+
+    def name_of_broker(self, broker_set: str, address: str | None) -> str | None:
+        for node in self.sets[broker_set].nodes:
+            if node.api == address:
+                return node.name
+        return None
+
+    def event_logs(self) -> list[Path]:
+        return sorted(p for n in self.controllers.nodes for p in (n.data_dir / "events").glob("*.jsonl"))
+
+    # ---- state, as the controllers and brokers report it --------------------------------------
+    def controller_client(self, timeout: float = 3.0) -> ControllerClient:
+        return self.controllers.client(timeout=timeout)
+
+    async def controller_leader(self, timeout: float = 30.0) -> str:
+        return self.controllers.nodes[await self.controllers.leader(timeout=timeout)].name
+
+    async def master_of(self, broker_set: str, controller: ControllerClient) -> str | None:
+        try:
+            info = await controller.replica_info(broker_set)
+        except ControllerError:
+            return None
+        return self.name_of_broker(broker_set, info.master_address)
+
+    async def set_health(
+        self, broker_set: str, controller: ControllerClient, session: aiohttp.ClientSession
+    ) -> SetHealth:
+        info = await controller.replica_info(broker_set)
+        brokers = self.sets[broker_set]
+        master = self.name_of_broker(broker_set, info.master_address)
+        ends: set[tuple[int, int]] = set()
+        following, lease_ok = 0, False
+        for i, node in enumerate(brokers.nodes):
+            status = await brokers.status(i, session)
+            if status is None:
+                ends.add((-1, -1))
+                continue
+            store = status.get("store", {})
+            ends.add((int(store.get("maxOffset", -1)), int(store.get("confirmOffset", -1))))
+            following += int(status.get("masterEpoch") == info.master_epoch and not status.get("fenced"))
+            if node.name == master:
+                lease_ok = status.get("role") == "master" and status.get("writeLeaseRemainingMs", 0) > 0
+        return SetHealth(
+            name=broker_set,
+            master=master if lease_ok else None,
+            master_epoch=info.master_epoch,
+            sync_state_set=len(info.sync_state_set),
+            following=following,
+            caught_up=len(ends) == 1,
+        )
+
+    async def wait_healthy(self, *, timeout: float, quiescent: bool = False) -> float:
+        """Wait until a controller leader serves and every set has a master with a full sync-state-set
+        that every replica follows (and, `quiescent`, with equal offsets everywhere: writes have
+        stopped); returns how long it took. Raises TimeoutError naming what was missing."""
+        started = time.monotonic()
+        deadline = started + timeout
+        last = "nothing checked yet"
+        async with aiohttp.ClientSession() as session, self.controller_client() as controller:
+            while time.monotonic() < deadline:
+                try:
+                    await settled(self.controllers, timeout=max(0.5, deadline - time.monotonic()))
+                    health = [await self.set_health(name, controller, session) for name in self.sets]
+                except (ControllerError, TimeoutError) as exc:
+                    last = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                else:
+                    sick = [h for h in health if not h.healthy(self.spec.replicas, quiescent=quiescent)]
+                    if not sick:
+                        return time.monotonic() - started
+                    last = "; ".join(f"{h}" for h in sick)
+                await asyncio.sleep(0.1)
+        raise TimeoutError(f"cluster not healthy within {timeout:.0f} s: {last}")

@@ -1,0 +1,164 @@
+"""`brokergroup bench audit`: the audit job on generated logs of 1M and 10M lines.
+
+For each size the benchmark generates the logs (`generate`, not timed in the result), then in
+one SparkSession (`local[2]` by default):
+1. warms the JVM up with one untimed read of the files;
+2. baseline: a bare read-and-count of the same files with the same explicit schema, counting a
+   parsed column so every line is really parsed (`count(eventId)`);
+3. the whole audit job (`job.run`: read, deduplicate, every table written as Parquet, the
+   summary, the HTML report; no cross-check).
+
+Throughput is input lines per second (and unique events per second for the audit). Peak
+memory is the driver JVM's peak resident set size (`VmHWM` in `/proc/<pid>/status`; local
+mode runs the executors in the same JVM), reset before each phase by writing 5 to
+`/proc/<pid>/clear_refs`. If the reset is refused, the value is the peak since the JVM
+started and `peakRssReset` is false. The Python driver's own peak RSS (`ru_maxrss`, whole
+process) is reported once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from brokergroup.bench.stats import machine
+from brokergroup.spark import extract, generate, job, schema, session
+
+LINES_PER_SET_DAY = 550
+"""Roughly what `generate` writes per broker set and day at the benchmark's fault rate; used to
+size the simulated period, which is then cut at the requested line count."""
+SETS = 500
+FAULT_RATE = 48.0
+
+
+def add_parser(kinds: Any) -> None:
+    p: argparse.ArgumentParser = kinds.add_parser(
+        "audit", help="Spark audit events/s and peak memory vs a bare Spark read-and-count"
+    )
+    p.add_argument("--sizes", default="1000000,10000000", help="comma-separated line counts (default 1M and 10M)")
+    p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    p.add_argument("--driver-memory", default="4g", help="driver JVM heap (default 4g)")
+    p.add_argument("--shuffle-partitions", type=int, default=8, help="spark.sql.shuffle.partitions (default 8)")
+    p.add_argument("--work", type=Path, help="folder for generated logs and outputs (default: a temporary one)")
+    p.add_argument("--keep", action="store_true", help="keep the generated logs and outputs")
+    p.add_argument("--out", type=Path, help="also write the JSON here")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1000:
+        print("brokergroup bench audit: --sizes must be line counts of at least 1000", file=sys.stderr)
+        return 2
+    work = args.work or Path(tempfile.mkdtemp(prefix="brokergroup-bench-audit-"))
+    work.mkdir(parents=True, exist_ok=True)
+    spark, created = session.build(
+        master=args.master, shuffle_partitions=args.shuffle_partitions, driver_memory=args.driver_memory
+    )
+    version = spark.version
+    try:
+        results = [bench_size(spark, work / f"size-{n}", n) for n in sizes]
+    finally:
+        if created:
+            spark.stop()
+        if not args.keep and args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    report = {
+        "benchmark": "audit",
+        "machine": machine() | {"loadAverage1m": round(os.getloadavg()[0], 2)},
+        "sparkVersion": version,
+        "master": args.master,
+        "driverMemory": args.driver_memory,
+        "shufflePartitions": args.shuffle_partitions,
+        "memoryMethod": "driver JVM VmHWM from /proc/<pid>/status, reset via /proc/<pid>/clear_refs before each phase",
+        "pythonPeakRssMb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "sizes": results,
+    }
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    return 0
+
+
+def bench_size(spark: SparkSession, folder: Path, lines: int) -> dict[str, Any]:
+    days = math.ceil(lines / (SETS * LINES_PER_SET_DAY) * 1.3 * 10) / 10
+    config = generate.GenerateConfig(
+        out=folder / "logs", sets=SETS, days=days, fault_rate=FAULT_RATE, seed=1, max_lines=lines
+    )
+    started = time.monotonic()
+    generated = generate.generate(config)
+    generate_s = time.monotonic() - started
+    files = extract.discover(folder / "logs")
+    size_bytes = sum(p.stat().st_size for p in files)
+    pid = session.driver_pid(spark)
+
+    def read_count() -> int:
+        df = spark.read.schema(schema.READ_SCHEMA).json([str(p) for p in files])
+        row = df.agg(F.count("eventId").alias("n")).first()
+        assert row is not None
+        return int(row["n"])
+
+    read_count()  # JIT and file cache warm-up, not measured
+    baseline, counted = measured(pid, read_count)
+    settings = job.JobSettings(input=str(folder / "logs"), out=folder / "audit")
+    audit, result = measured(pid, lambda: job.run(spark, settings, files))
+    summary = result.summary
+    return {
+        "lines": generated.lines,
+        "events": generated.events,
+        "files": len(files),
+        "bytes": size_bytes,
+        "sets": SETS,
+        "days": days,
+        "generateSeconds": round(generate_s, 1),
+        "baseline": baseline | {"linesPerS": round(counted / baseline["seconds"]), "counted": counted},
+        "audit": audit
+        | {
+            "linesPerS": round(generated.lines / audit["seconds"]),
+            "eventsPerS": round(summary["input"]["events"] / audit["seconds"]),
+            "findings": summary["findings"],
+            "incidents": summary["incidents"]["total"],
+        },
+        "auditOverBaseline": round(audit["seconds"] / baseline["seconds"], 2),
+    }
+
+
+def measured(pid: int, fn: Callable[[], Any]) -> tuple[dict[str, Any], Any]:
+    """Run fn; (seconds and peak JVM RSS, fn's result)."""
+    reset = reset_peak(pid)
+    started = time.monotonic()
+    value = fn()
+    seconds = time.monotonic() - started
+    return {"seconds": round(seconds, 2), "peakRssMb": peak_rss_mb(pid), "peakRssReset": reset}, value
+
+
+def reset_peak(pid: int) -> bool:
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return None
