@@ -1,10 +1,14 @@
-"""The Spark audit of the controller event logs (DESIGN §2.3, issue 8).
+"""The Spark audit of the controller event logs (DESIGN §2.3, docs/audit.md).
 
-Extract (`extract`), transform (`transform`, pure DataFrame -> DataFrame functions, one module
-per audit family) and load (`load`, `report`) are separate; `job` wires them and is also the
-`spark-submit` entry point. `invariants` holds the invariant logic once more as plain Python
-over lists of dicts: the unit tests' oracle and the `--fail-on-violations` cross-check.
-`generate` writes synthetic logs with planted anomalies; `bench` measures the job.
+- `contract` (the event format and the finding kinds, plain Python) and `schema` (the same as
+  Spark StructTypes);
+- `extract`: find and read every node's files;
+- `transform`: pure DataFrame -> DataFrame functions, one module per audit family;
+- `load` and `report`: Parquet tables, the JSON summary, the HTML report;
+- `job`: wires them, and is the `spark-submit` entry point; `cli` holds `brokergroup audit`;
+- `invariants`: the findings once more as plain Python over lists of dicts. It is the unit
+  tests' oracle and the `--fail-on-violations` cross-check;
+- `simulate` and `generate`: synthetic logs with planted anomalies; `bench`: the benchmark.
 
-The audit reads the event format only (`schema`), never controller code.
+The audit reads the event format only, never controller code (import-linter contracts).
 """

@@ -4,8 +4,10 @@ For each size the benchmark generates the logs (`generate`, not timed in the res
 one SparkSession (`local[2]` by default):
 1. warms the JVM up with one untimed read of the files;
 2. baseline: a bare read-and-count of the same files with the same explicit schema, counting a
-   parsed column so every line is really parsed (`count(eventId)`);
-3. the whole audit job (`job.run`: read, deduplicate, every table written as Parquet, the
+   parsed column so every line is really read (`count(eventId)`);
+3. a second reference, `fullParse`: every column of every line parsed and dropped (Spark's
+   `noop` sink), the least any job that looks at all fields must do;
+4. the whole audit job (`job.run`: read, deduplicate, every table written as Parquet, the
    summary, the HTML report; no cross-check).
 
 Throughput is input lines per second (and unique events per second for the audit). Peak
@@ -115,8 +117,14 @@ def bench_size(spark: SparkSession, folder: Path, lines: int) -> dict[str, Any]:
         assert row is not None
         return int(row["n"])
 
+    def parse_all() -> None:
+        spark.read.schema(schema.READ_SCHEMA).json([str(p) for p in files]).write.format("noop").mode(
+            "overwrite"
+        ).save()
+
     read_count()  # JIT and file cache warm-up, not measured
     baseline, counted = measured(pid, read_count)
+    full_parse, _ = measured(pid, parse_all)
     settings = job.JobSettings(input=str(folder / "logs"), out=folder / "audit")
     audit, result = measured(pid, lambda: job.run(spark, settings, files))
     summary = result.summary
@@ -129,6 +137,7 @@ def bench_size(spark: SparkSession, folder: Path, lines: int) -> dict[str, Any]:
         "days": days,
         "generateSeconds": round(generate_s, 1),
         "baseline": baseline | {"linesPerS": round(counted / baseline["seconds"]), "counted": counted},
+        "fullParse": full_parse | {"linesPerS": round(generated.lines / full_parse["seconds"])},
         "audit": audit
         | {
             "linesPerS": round(generated.lines / audit["seconds"]),

@@ -87,7 +87,7 @@ def run(
     with progress_steps(console, total) as step:
         step("reading and deduplicating")
         raw = extract.read(spark, settings.input, files)
-        grouped = prepare.group_lines(raw).persist(StorageLevel.MEMORY_AND_DISK)
+        grouped = prepare.group_lines(raw).persist(StorageLevel.MEMORY_AND_DISK_DESER)
         try:
             stats = load.first(prepare.line_stats(grouped))
             if stats["events"] == 0:

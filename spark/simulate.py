@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Iterator
+from typing import Any
 
 MIN_GAP_S = 600.0
 LONG_RISK_S = 3600.0
@@ -82,24 +83,24 @@ class SetHistory:
         self.out: list[SetEvent] = []
 
     # -- emitting -----------------------------------------------------------------------------
-    def _event(self, t: float, source: str, kind: str, broker_id: int | None, **extra: object) -> None:
-        self.out.append(
-            SetEvent(
-                t=round(t),
-                source=source,
-                type=kind,
-                broker_name=self.name,
-                broker_id=broker_id,
-                master=self.master,
-                master_address=self.addresses[self.master] if self.master else None,
-                master_epoch=self.epoch,
-                sync_state_set=self.sss,
-                sync_state_set_epoch=self.sss_epoch,
-                **extra,  # type: ignore[arg-type]
-            )
+    def _event(self, t: float, source: str, kind: str, broker_id: int | None, **extra: Any) -> None:
+        """Record an event with the set's state now; `extra` sets SetEvent's optional fields."""
+        event = SetEvent(
+            t=round(t),
+            source=source,
+            type=kind,
+            broker_name=self.name,
+            broker_id=broker_id,
+            master=self.master,
+            master_address=self.addresses[self.master] if self.master else None,
+            master_epoch=self.epoch,
+            sync_state_set=self.sss,
+            sync_state_set_epoch=self.sss_epoch,
+            **extra,
         )
+        self.out.append(event)
 
-    def raft(self, t: float, kind: str, broker_id: int | None = None, **extra: object) -> None:
+    def raft(self, t: float, kind: str, broker_id: int | None = None, **extra: Any) -> None:
         self._event(t, "raft", kind, broker_id, cluster_name=self.cluster, **extra)
 
     def local(self, t: float, kind: str, broker_id: int | None, reason: str | None = None) -> None:
@@ -111,7 +112,7 @@ class SetHistory:
         self.sss_epoch += 1
         self.raft(t, "ALTER_SYNC_STATE_SET", reason="broker", anchor=anchor)
 
-    def elect(self, t: float, new_master: int | None, reason: str, **extra: object) -> float:
+    def elect(self, t: float, new_master: int | None, reason: str, **extra: Any) -> float:
         """Commit an election at t; returns the time of the role-change pushes after it."""
         self.epoch += 1
         if new_master is None:

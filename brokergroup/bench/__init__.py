@@ -14,3 +14,6 @@ def add_parser(sub: Any) -> None:
     controller.add_parser(kinds)
     produce.add_parser(kinds)
     failover.add_parser(kinds)
+    from brokergroup.spark import bench as audit_bench
+
+    audit_bench.add_parser(kinds)

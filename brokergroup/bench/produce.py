@@ -211,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 MACHINE = "__machine__"
+KERNEL = "kernel:"
 
 
 class CpuMeter:
@@ -220,13 +221,14 @@ class CpuMeter:
         self.pids = pids
         self.tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
-    def _read(self, pid: int) -> float | None:
+    def _read(self, pid: int) -> tuple[float, float] | None:
+        """(user, kernel) CPU seconds of a process."""
         try:
             stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             return None
         fields = stat.rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / self.tick
+        return int(fields[11]) / self.tick, int(fields[12]) / self.tick
 
     def machine_busy(self) -> float | None:
         """CPU seconds spent busy on all cores (from /proc/stat), whoever spent them."""
@@ -239,24 +241,36 @@ class CpuMeter:
         return (sum(values) - idle) / self.tick
 
     def snapshot(self) -> dict[str, float | None]:
-        snap: dict[str, float | None] = {name: self._read(pid) for name, pid in self.pids.items()}
+        snap: dict[str, float | None] = {}
+        for name, pid in self.pids.items():
+            times = self._read(pid)
+            snap[name] = sum(times) if times is not None else None
+            snap[KERNEL + name] = times[1] if times is not None else None
         snap["client (this process)"] = time.process_time()
         snap[MACHINE] = self.machine_busy()
         return snap
 
     @staticmethod
-    def percent(before: dict[str, float | None], after: dict[str, float | None], elapsed: float) -> dict[str, float]:
+    def percent(before: dict[str, float | None], after: dict[str, float | None], elapsed: float) -> dict[str, Any]:
         """Per process: % of one core over the phase; `total` is ours, `other processes` is the
-        rest of the machine's busy time (other work on the box skews the numbers)."""
-        out: dict[str, float] = {}
+        rest of the machine's busy time (other work on the box skews the numbers); `kernel` is
+        the part of each broker's and baseline process's time spent in the kernel."""
+        out: dict[str, Any] = {}
+        kernel: dict[str, float] = {}
         for name, start in before.items():
             end = after.get(name)
-            if name != MACHINE and start is not None and end is not None and elapsed > 0:
-                out[name] = round(100 * (end - start) / elapsed, 1)
+            if name == MACHINE or start is None or end is None or elapsed <= 0:
+                continue
+            value = round(100 * (end - start) / elapsed, 1)
+            if name.startswith(KERNEL):
+                kernel[name.removeprefix(KERNEL)] = value
+            else:
+                out[name] = value
         out["total"] = round(sum(out.values()), 1)
         start, end = before.get(MACHINE), after.get(MACHINE)
         if start is not None and end is not None and elapsed > 0:
             out["other processes"] = round(max(0.0, 100 * (end - start) / elapsed - out["total"]), 1)
+        out["kernel"] = kernel
         return out
 
 
@@ -363,7 +377,7 @@ async def drive(
 
 
 def phase_result(
-    latencies: list[float], elapsed: float, *, messages: int, size: int, retries: int, cpu: dict[str, float]
+    latencies: list[float], elapsed: float, *, messages: int, size: int, retries: int, cpu: dict[str, Any]
 ) -> dict[str, Any]:
     out = summarize(latencies, elapsed)
     out["requests"] = out.pop("ops")

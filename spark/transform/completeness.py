@@ -68,18 +68,11 @@ def node_gaps(positions_df: DataFrame) -> DataFrame:
 
 
 def gap_findings(index_gaps_df: DataFrame, node_gaps_df: DataFrame) -> list[DataFrame]:
-    index_detail = F.concat(
-        F.col("missing").cast("string"),
-        F.lit(" raft index(es) missing from every node's log, from "),
-        F.col("firstMissing").cast("string"),
+    index_detail = F.format_string(
+        "%d raft index(es) missing from every node's log, from %d", "missing", "firstMissing"
     )
-    node_detail = F.concat(
-        F.lit("node "),
-        F.col("node"),
-        F.lit(" lacks "),
-        F.col("missing").cast("string"),
-        F.lit(" raft index(es) other nodes logged, from "),
-        F.col("firstMissing").cast("string"),
+    node_detail = F.format_string(
+        "node %s lacks %d raft index(es) other nodes logged, from %d", "node", "missing", "firstMissing"
     )
     return [
         findings.as_findings(
@@ -105,14 +98,8 @@ def gap_findings(index_gaps_df: DataFrame, node_gaps_df: DataFrame) -> list[Data
 
 
 def conflict_findings(events: DataFrame) -> DataFrame:
-    detail = F.concat(F.lit("copies of event "), F.col("eventId"), F.lit(" differ between nodes"))
+    detail = F.format_string("copies of event %s differ between nodes", "eventId")
+    conflicting = events.where(F.col("conflicting"))
     return findings.as_findings(
-        events.where(F.col("conflicting")),
-        "conflicting_record",
-        detail=detail,
-        brokerName=F.col("brokerName"),
-        term=F.col("term"),
-        index=F.col("index"),
-        ts=F.col("ts"),
-        value=F.col("copies"),
+        conflicting, "conflicting_record", detail=detail, **findings.at_record(), value=F.col("copies")
     )

@@ -53,7 +53,7 @@ def leaders(events: DataFrame) -> DataFrame:
 
 def term_conflicts(events: DataFrame) -> DataFrame:
     conflicted = claims(events).where(F.size("nodes") > 1)
-    detail = F.concat(F.lit("nodes "), F.array_join(F.col("nodes"), ", "), F.lit(" each claim to lead this term"))
+    detail = F.format_string("nodes %s each claim to lead this term", F.array_join("nodes", ", "))
     return findings.as_findings(
         conflicted,
         "controller_term_conflict",

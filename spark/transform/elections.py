@@ -84,35 +84,24 @@ def elections_daily(elections_df: DataFrame) -> DataFrame:
 
 def unclean_findings(elections_df: DataFrame) -> list[DataFrame]:
     derived = F.col("derivedUnclean")
-    common = {
-        "brokerName": F.col("brokerName"),
-        "brokerId": F.col("masterBrokerId"),
-        "term": F.col("term"),
-        "index": F.col("index"),
-        "ts": F.col("ts"),
-        "value": F.col("masterEpoch"),
-    }
-    verdicts = F.concat(
-        F.lit("controller says unclean="),
-        F.col("controllerUnclean").cast("string"),
-        F.lit(", re-derived unclean="),
+    where = findings.at_record() | {"brokerId": F.col("masterBrokerId"), "value": F.col("masterEpoch")}
+    verdicts = F.format_string(
+        "controller says unclean=%s, re-derived unclean=%s",
+        F.col("controllerUnclean"),
         F.coalesce(derived.cast("string"), F.lit("unknown")),
+    )
+    detail = F.format_string(
+        "broker %d elected in masterEpoch %d; sync-state-set before: [%s]; %s",
+        "masterBrokerId",
+        "masterEpoch",
+        F.array_join(F.col("previousSyncStateSet").cast("array<string>"), ", "),
+        verdicts,
     )
     unclean = elections_df.where(F.col("controllerUnclean") | F.coalesce(derived, F.lit(False)))
     mismatch = elections_df.where(derived.isNotNull() & (derived != F.col("controllerUnclean")))
-    detail = F.concat(
-        F.lit("broker "),
-        F.col("masterBrokerId").cast("string"),
-        F.lit(" elected in masterEpoch "),
-        F.col("masterEpoch").cast("string"),
-        F.lit(", not in the previous sync-state-set "),
-        F.coalesce(F.array_join(F.col("previousSyncStateSet").cast("array<string>"), ","), F.lit("?")),
-        F.lit("; "),
-        verdicts,
-    )
     return [
-        findings.as_findings(unclean, "unclean_election", detail=detail, **common),
-        findings.as_findings(mismatch, "unclean_flag_mismatch", detail=verdicts, **common),
+        findings.as_findings(unclean, "unclean_election", detail=detail, **where),
+        findings.as_findings(mismatch, "unclean_flag_mismatch", detail=verdicts, **where),
     ]
 
 
@@ -128,25 +117,11 @@ def epoch_findings(events: DataFrame) -> list[DataFrame]:
     other_master = F.coalesce(F.col("previousMaster") != F.col("masterBrokerId"), F.lit(False))
     gap = (elect & (d > 1)) | (~elect & (d > 0))
     regression = (elect & (d <= 0) & ~((d == 0) & other_master)) | (~elect & (d < 0))
-    detail = F.concat(
-        F.lit("masterEpoch "),
-        F.col("masterEpoch").cast("string"),
-        F.lit(" after "),
-        F.col("previousEpoch").cast("string"),
-        F.lit(" ("),
-        F.col("type"),
-        F.lit(")"),
-    )
-    common = {
-        "brokerName": F.col("brokerName"),
-        "term": F.col("term"),
-        "index": F.col("index"),
-        "ts": F.col("ts"),
-        "value": F.col("masterEpoch"),
-    }
+    detail = F.format_string("masterEpoch %d after %d (%s)", "masterEpoch", "previousEpoch", "type")
+    where = findings.at_record() | {"value": F.col("masterEpoch")}
     return [
-        findings.as_findings(steps.where(gap), "epoch_gap", detail=detail, **common),
-        findings.as_findings(steps.where(regression), "epoch_regression", detail=detail, **common),
+        findings.as_findings(steps.where(gap), "epoch_gap", detail=detail, **where),
+        findings.as_findings(steps.where(regression), "epoch_regression", detail=detail, **where),
         split_brain(segmented),
     ]
 
@@ -168,12 +143,8 @@ def split_brain(segmented: DataFrame) -> DataFrame:
         )
         .where(F.size("masters") > 1)
     )
-    detail = F.concat(
-        F.lit("masters ["),
-        F.array_join(F.col("masters").cast("array<string>"), ", "),
-        F.lit("] in masterEpoch "),
-        F.col("masterEpoch").cast("string"),
-    )
+    masters = F.array_join(F.col("masters").cast("array<string>"), ", ")
+    detail = F.format_string("masters [%s] in masterEpoch %d", masters, "masterEpoch")
     return findings.as_findings(
         epochs,
         "split_brain",

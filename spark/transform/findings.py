@@ -49,3 +49,8 @@ def as_findings(
 
 def union(parts: list[DataFrame]) -> DataFrame:
     return reduce(DataFrame.unionByName, parts)
+
+
+def at_record() -> dict[str, Column]:
+    """The finding columns that place a record: its set, term, index and time."""
+    return {"brokerName": F.col("brokerName"), "term": F.col("term"), "index": F.col("index"), "ts": F.col("ts")}

@@ -51,14 +51,11 @@ def flapping(events: DataFrame, *, window_ms: int, threshold: int) -> DataFrame:
 
 
 def flapping_findings(flapping_df: DataFrame, *, window_ms: int) -> DataFrame:
-    detail = F.concat(
-        F.lit("broker "),
-        F.col("brokerId").cast("string"),
-        F.lit(": "),
-        F.col("maxInWindow").cast("string"),
-        F.lit(f" lost/active transitions within {window_ms / 1000:.0f} s ("),
-        F.col("transitions").cast("string"),
-        F.lit(" in all)"),
+    detail = F.format_string(
+        f"broker %d: %d lost/active transitions within {window_ms / 1000:g} s (%d in all)",
+        "brokerId",
+        "maxInWindow",
+        "transitions",
     )
     return findings.as_findings(
         flapping_df.where(F.col("flapping")),

@@ -34,19 +34,7 @@ def changes(events: DataFrame) -> DataFrame:
         tagged("shrink", F.array_except("before", "syncStateSet")),
         tagged("expand", F.array_except("syncStateSet", "before")),
     )
-    return steps.select(
-        "brokerName",
-        "ts",
-        "term",
-        "index",
-        "type",
-        "reason",
-        "masterEpoch",
-        "syncStateSetEpoch",
-        F.size("before").alias("sizeBefore"),
-        F.size("syncStateSet").alias("sizeAfter"),
-        F.explode(moved).alias("m"),
-    ).select(
+    return steps.withColumn("m", F.explode(moved)).select(
         "brokerName",
         "ts",
         "term",
@@ -55,8 +43,8 @@ def changes(events: DataFrame) -> DataFrame:
         "reason",
         F.col("m.c").alias("change"),
         F.col("m.r").alias("replica"),
-        "sizeBefore",
-        "sizeAfter",
+        F.size("before").alias("sizeBefore"),
+        F.size("syncStateSet").alias("sizeAfter"),
         "masterEpoch",
         "syncStateSetEpoch",
     )
@@ -110,12 +98,9 @@ def risk_windows(events: DataFrame, *, min_in_sync_replicas: int, long_ms: int) 
 
 def long_window_findings(windows: DataFrame, *, long_ms: int) -> DataFrame:
     long = windows.where(F.col("long"))
-    detail = F.concat(
-        F.lit("sync-state-set below the risk threshold for "),
-        F.format_number(F.col("durationMs") / 1000, 1),
-        F.lit(" s (limit "),
-        F.lit(f"{long_ms / 1000:.1f}"),
-        F.lit(" s)"),
+    detail = F.format_string(
+        f"sync-state-set below the risk threshold for %.1f s (limit {long_ms / 1000:g} s)%s",
+        F.col("durationMs") / 1000,
         F.when(F.col("open"), F.lit(", still open when the log ends")).otherwise(F.lit("")),
     )
     return findings.as_findings(

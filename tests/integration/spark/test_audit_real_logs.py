@@ -1,6 +1,8 @@
 """The audit on the event logs of a real controller group: three controller processes, three
 broker processes holding heartbeat streams, a kill -9 of the controller leader, then a kill -9 of
-the master broker and the election that follows. The audit must see exactly that."""
+the master broker and the election that follows. The audit must find no violation and no gap,
+and it must report exactly that election and that incident. Stopping the group at the end also
+shows up in the log; the test tells those records apart by time."""
 
 from __future__ import annotations
 
