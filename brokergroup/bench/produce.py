@@ -132,7 +132,7 @@ def add_parser(kinds: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--messages", type=int, default=10000, help="messages per phase (single and batched, per mode)")
+    p.add_argument("--messages", type=int, default=20000, help="messages per phase (single and batched, per mode)")
     p.add_argument("--size", type=int, default=1024, help="message body size in bytes")
     p.add_argument("--batch", type=int, default=32, help="messages per request in the batched phase")
     p.add_argument("--concurrency", type=int, default=8, help="producers, each with one request in flight")
@@ -143,7 +143,7 @@ def add_parser(kinds: Any) -> None:
         "--profile",
         type=Path,
         metavar="DIR",
-        help="record the master with py-spy during every phase into DIR (collapsed stacks + a top-frames "
+        help="record the master and one slave with py-spy during every phase into DIR (collapsed stacks + a top-frames "
         "summary in the JSON); sampling slows the master, so do not publish throughput from a profiled run",
     )
     p.add_argument("--out", type=Path, help="also write the JSON here")
@@ -587,9 +587,10 @@ async def bench_mode(
                     with step(progress, f"{mode} {phase}: {params.warmup} warm-up requests"):
                         warm = single_ops("bench-warmup") if phase == "single" else batch_ops("bench-warmup", 2**62)
                         await drive(params.warmup, warm, lambda: None)
-                spy = None
+                spies: dict[str, PySpy] = {}
                 if params.profile_dir is not None:
-                    spy = PySpy(pids["master"], params.profile_dir / f"produce-{mode}-{phase}.txt")
+                    for role in ("master", "slave1"):
+                        spies[role] = PySpy(pids[role], params.profile_dir / f"produce-{mode}-{phase}-{role}.txt")
                     await asyncio.sleep(1.0)  # attached before the phase starts
                 task = progress.add_task(f"{mode} {phase} ({params.concurrency} producers)", total=params.messages)
                 before = meter.snapshot()
@@ -601,8 +602,8 @@ async def bench_mode(
                 results[phase] = phase_result(
                     latencies, elapsed, messages=params.messages, size=params.size, retries=retries, cpu=cpu
                 )
-                if spy is not None:
-                    profiles[phase] = await asyncio.to_thread(spy.stop)
+                if spies:
+                    profiles[phase] = {role: await asyncio.to_thread(spy.stop) for role, spy in spies.items()}
             expected = {"bench-single": params.messages, "bench-batch": params.messages}
             results["check"] = await check_stored(brokers, master, session, expected)
             if profiles:
