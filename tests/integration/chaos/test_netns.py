@@ -15,13 +15,18 @@ from brokergroup.chaos import netns
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def network() -> Iterator[netns.Network]:
+def require_netns() -> None:
+    """Skip locally without network namespaces; under CI=true a missing capability fails."""
     missing = netns.missing_capabilities()
     if missing:
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(f"CI=true but network namespaces are unavailable: {'; '.join(missing)}")
         pytest.skip("; ".join(missing))
+
+
+@pytest.fixture
+def network() -> Iterator[netns.Network]:
+    require_netns()
     net = netns.Network(["a", "b"])
     net.create()
     try:
@@ -82,8 +87,7 @@ def test_server_address_exists_only_inside_its_namespace(network: netns.Network)
 
 
 def test_destroy_removes_every_namespace_and_kills_what_runs_inside() -> None:
-    if netns.missing_capabilities():
-        pytest.skip("network namespaces unavailable")
+    require_netns()
     net = netns.Network(["a"])
     net.create()
     sleeper = subprocess.Popen(["ip", "netns", "exec", net.namespace("a"), "sleep", "600"])
@@ -100,8 +104,7 @@ def test_destroy_removes_every_namespace_and_kills_what_runs_inside() -> None:
 
 
 def test_namespaces_of_a_dead_harness_are_swept() -> None:
-    if netns.missing_capabilities():
-        pytest.skip("network namespaces unavailable")
+    require_netns()
     dead = subprocess.Popen(["true"])
     dead.wait()
     stale = f"{netns.NAME_PREFIX}{dead.pid}-0000-hub"
