@@ -21,7 +21,7 @@ def require_netns() -> None:
     if missing:
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(f"CI=true but network namespaces are unavailable: {'; '.join(missing)}")
-        pytest.skip("; ".join(missing))
+        pytest.skip(f"{'; '.join(missing)} (local run; under CI=true this fails instead)")
 
 
 @pytest.fixture
