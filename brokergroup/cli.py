@@ -31,8 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     audit_cli.add_parser(sub)
     from brokergroup.chaos import cmd as chaos_cmd
+    from brokergroup.operator import cmd as operator_cmd
 
     chaos_cmd.add_parser(sub)
+    operator_cmd.add_parser(sub)
     return parser
 
 

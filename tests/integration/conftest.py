@@ -13,7 +13,15 @@ import pytest
 from brokergroup.local import profiles
 from brokergroup.local.controllers import ControllerGroup, settled
 
-pytestmark = pytest.mark.integration
+HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # `pytestmark` in a conftest marks nothing; this hook sees the whole session's items.
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.integration)
+
 
 ADMIN_TOKEN = "integration-admin-token"
 

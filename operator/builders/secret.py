@@ -1,0 +1,63 @@
+"""The Secret `<bg>-controller-auth`: the Raft password and the controller's admin token.
+
+Created once, when it does not exist; never regenerated (a new Raft password would split a running
+group). The shell creates it with `secrets.token_urlsafe` as `token`; tests pass a deterministic
+function. A Secret that exists but lacks a key is reported (`auth_secret_problems`), not repaired.
+It carries no spec hash: there is nothing to compare, and no digest of secret material should
+sit in an annotation.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from brokergroup.operator import labels, names
+from brokergroup.operator.builders.meta import Owner, object_meta
+
+RAFT_PASSWORD_KEY: Final = "raftPassword"  # noqa: S105 (a key name, not a password)
+ADMIN_TOKEN_KEY: Final = "adminToken"  # noqa: S105 (a key name)
+KEYS: Final = (RAFT_PASSWORD_KEY, ADMIN_TOKEN_KEY)
+TOKEN_BYTES: Final = 32
+
+
+def new_auth_secret(owner: Owner, token: Callable[[int], str]) -> dict[str, Any]:
+    """A fresh auth Secret; `token(32)` is called once per key (e.g. `secrets.token_urlsafe`)."""
+    values = {key: token(TOKEN_BYTES) for key in KEYS}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": object_meta(
+            owner, names.controller_auth(owner.name), labels.common(owner.name, labels.COMPONENT_CONTROLLER)
+        ),
+        "type": "Opaque",
+        "data": {key: base64.b64encode(value.encode("utf-8")).decode("ascii") for key, value in values.items()},
+    }
+
+
+def auth_secret_problems(secret: Mapping[str, Any]) -> list[str]:
+    """What makes an existing auth Secret unusable, one sentence per key; empty when it is fine."""
+    name = (secret.get("metadata") or {}).get("name") or "<unnamed>"
+    data = secret.get("data") or {}
+    string_data = secret.get("stringData") or {}
+    problems = []
+    for key in KEYS:
+        raw = str(string_data[key]).encode("utf-8") if key in string_data else _decode(data.get(key))
+        if key not in string_data and key not in data:
+            problems.append(f"Secret {name}: key {key!r} is missing")
+        elif raw is None:
+            problems.append(f"Secret {name}: key {key!r} is not valid base64")
+        elif not raw.strip():
+            problems.append(f"Secret {name}: key {key!r} is empty")
+    return problems
+
+
+def _decode(value: Any) -> bytes | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return None

@@ -1,0 +1,66 @@
+"""`brokergroup operator`: run the BrokerGroup operator (in a pod, or from a kubeconfig)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+from brokergroup.common.settings import deep_merge, load_settings, nested, parse_overrides
+
+
+def add_parser(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "operator",
+        help="run the BrokerGroup Kubernetes operator",
+        description=(
+            "Run the BrokerGroup operator. In a pod it uses the service account; elsewhere --kubeconfig, "
+            "$KUBECONFIG or ~/.kube/config. Settings: --config file, then BG_OPERATOR_* env, then flags."
+        ),
+    )
+    p.add_argument("--config", type=Path, help="TOML settings file")
+    p.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
+    p.add_argument(
+        "--namespace",
+        dest="namespaces",
+        help="namespaces to watch, ','-separated (default: every namespace)",
+    )
+    p.add_argument("--metrics-port", dest="metrics_port", type=int, help="/metrics port (0 = off; default 8080)")
+    p.add_argument("--metrics-host", dest="metrics_host", help="/metrics interface (default 0.0.0.0)")
+    p.add_argument("--liveness-port", dest="liveness_port", type=int, help="kopf /healthz port (0 = off)")
+    p.add_argument("--resync-seconds", dest="resync_seconds", type=float, help="reconcile every group this often")
+    p.add_argument(
+        "--controller-url",
+        dest="controller_url",
+        help="URL template of a group's controller API, with {name} and {namespace} (for out-of-cluster runs)",
+    )
+    p.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="any setting by name"
+    )
+    p.add_argument("--log-level", dest="log_level", help="DEBUG, INFO, WARNING")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import kopf
+
+    from brokergroup.operator.handlers import Operator, build_registry
+    from brokergroup.operator.settings import OperatorSettings
+
+    flags = {k: v for k, v in vars(args).items() if k not in ("config", "func", "overrides", "command")}
+    settings = load_settings(
+        OperatorSettings, config_file=args.config, flags=deep_merge(nested(flags), parse_overrides(args.overrides))
+    )
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    operator = Operator(settings)
+    kopf.run(
+        registry=build_registry(operator),
+        standalone=True,
+        clusterwide=not settings.namespaces,
+        namespaces=settings.namespaces,
+        liveness_endpoint=(
+            f"http://{settings.metrics_host}:{settings.liveness_port}/healthz" if settings.liveness_port else None
+        ),
+    )
+    return 0

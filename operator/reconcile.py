@@ -1,0 +1,391 @@
+"""One reconcile of one BrokerGroup: read a snapshot, decide, apply step by step, report.
+
+Every trigger (create, update, resume, the resync timer, a child's change) runs the same
+`Reconciler.reconcile`, one at a time per BrokerGroup. It is level-based and idempotent: a second
+run with nothing changed reads and writes nothing (children carry a spec hash; the status is
+compared before it is written).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal, ParamSpec, TypeVar
+
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+from brokergroup.operator import builders, conditions, events, labels, names, status
+from brokergroup.operator.builders.meta import Owner
+from brokergroup.operator.builders.secret import auth_secret_problems, new_auth_secret
+from brokergroup.operator.conditions import Condition
+from brokergroup.operator.controller_link import ControllerLink, ControllerLinkError
+from brokergroup.operator.kube import Kube, describe
+from brokergroup.operator.metrics import OperatorMetrics
+from brokergroup.operator.roles import Blocked, ElectAway, guard_scale_down
+from brokergroup.operator.settings import OperatorSettings
+from brokergroup.operator.spec import BrokerGroupSpec, SpecError, parse_spec
+
+logger = logging.getLogger(__name__)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a reconcile did, in one sentence, and whether it must be retried."""
+
+    result: str
+    """ok, no_change, paused, invalid_spec, blocked, retry, gone."""
+    summary: str
+    retry: bool = False
+
+
+@dataclass
+class Cycle:
+    """What one reconcile decided and did: the notes become one Event; conditions go to status."""
+
+    bg: dict[str, Any]
+    actions: list[str] = field(default_factory=list)
+    conditions: list[Condition] = field(default_factory=list)
+    events: list[events.Event] = field(default_factory=list)
+    retry_reason: str | None = None
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Reconciler:
+    def __init__(
+        self,
+        kube: Kube,
+        settings: OperatorSettings,
+        metrics: OperatorMetrics,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        token: Callable[[int], str] = secrets.token_urlsafe,
+    ) -> None:
+        self.kube = kube
+        self.settings = settings
+        self.metrics = metrics
+        self._clock = clock
+        self._token = token
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._seen: set[tuple[str, str]] = set()
+
+    async def _io(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run one blocking Kubernetes call off the event loop."""
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    def _now(self) -> str:
+        return self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    # -- entry -------------------------------------------------------------------------------
+
+    async def reconcile(self, namespace: str, name: str, *, trigger: str) -> Outcome:
+        key = (namespace, name)
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            started = asyncio.get_running_loop().time()
+            try:
+                bg = await self._io(self.kube.get_brokergroup, namespace, name)
+                if bg is None or bg["metadata"].get("deletionTimestamp"):
+                    self._forget(key)
+                    outcome = Outcome("gone", f"{namespace}/{name} is gone or being deleted: nothing to do")
+                else:
+                    if key not in self._seen:
+                        self._seen.add(key)
+                        self.metrics.brokergroups.set(len(self._seen))
+                    outcome = await self._reconcile(bg)
+            except Exception:
+                self.metrics.reconciles.labels(trigger, "error").inc()
+                raise
+            finally:
+                self.metrics.reconcile_seconds.observe(asyncio.get_running_loop().time() - started)
+            self.metrics.reconciles.labels(trigger, outcome.result).inc()
+            logger.info("reconcile %s/%s (%s): %s", namespace, name, trigger, outcome.summary)
+            return outcome
+
+    def _forget(self, key: tuple[str, str]) -> None:
+        self._seen.discard(key)
+        self._locks.pop(key, None)
+        self.metrics.brokergroups.set(len(self._seen))
+        self.metrics.forget(*key)
+
+    # -- the cycle ---------------------------------------------------------------------------
+
+    async def _reconcile(self, bg: dict[str, Any]) -> Outcome:
+        meta = bg["metadata"]
+        name, namespace, generation = meta["name"], meta["namespace"], int(meta.get("generation") or 1)
+        previous: dict[str, Any] = dict(bg.get("status") or {})
+        cycle = Cycle(bg=bg)
+
+        pause = (meta.get("annotations") or {}).get(labels.PAUSE_ANNOTATION)
+        paused = pause is not None and pause.strip().lower() == "true"
+        self.metrics.paused.labels(namespace, name).set(1 if paused else 0)
+        if paused:
+            cond = Condition(
+                conditions.RECONCILIATION_PAUSED,
+                "True",
+                "PausedByAnnotation",
+                f"{labels.PAUSE_ANNOTATION}=true: children and status are left as they are",
+            )
+            await self._finish_conditions_only(cycle, previous, [cond], generation, transition_event="Paused")
+            return Outcome("paused", f"paused by {labels.PAUSE_ANNOTATION}")
+        if pause is not None and pause.strip().lower() != "false":
+            cycle.conditions.append(
+                Condition(
+                    conditions.RECONCILIATION_PAUSED,
+                    "False",
+                    "InvalidAnnotation",
+                    f"{labels.PAUSE_ANNOTATION}={pause!r} is neither 'true' nor 'false'; reconciling",
+                )
+            )
+        elif conditions.find(previous.get("conditions"), conditions.RECONCILIATION_PAUSED) is not None:
+            cycle.conditions.append(
+                Condition(conditions.RECONCILIATION_PAUSED, "False", "Resumed", "reconciliation is running")
+            )
+
+        try:
+            spec = parse_spec(bg.get("spec") or {})
+        except SpecError as exc:
+            cond = Condition(conditions.READY, "False", "InvalidSpec", str(exc))
+            await self._finish_conditions_only(cycle, previous, [cond], generation, transition_event="InvalidSpec")
+            return Outcome("invalid_spec", f"spec refused: {exc}")
+
+        owner = Owner(name=name, namespace=namespace, uid=meta["uid"])
+        token = await self._ensure_secret(cycle, owner)
+        if token is None:
+            await self._finish_conditions_only(
+                cycle, previous, cycle.conditions, generation, transition_event="InvalidSecret"
+            )
+            return Outcome("blocked", cycle.conditions[-1].message, retry=True)
+
+        desired = builders.desired_children(owner, spec)
+        await self._guard_scale_downs(cycle, desired, spec, token)
+        applied = await self._apply(cycle, desired)
+        await self._prune(cycle, desired, previous)
+
+        observed = status.Observed(
+            controller=status.workload(
+                applied.get(names.controller(name)), names.controller(name), spec.controller.replicas
+            ),
+            brokers=tuple(
+                status.workload(
+                    applied.get(names.broker_set(name, i)),
+                    names.broker_set(name, i),
+                    self._replicas(desired, names.broker_set(name, i), spec),
+                )
+                for i in range(spec.brokers.sets)
+            ),
+        )
+        new_status = status.build(
+            bg=name,
+            spec=spec,
+            generation=generation,
+            observed=observed,
+            previous=previous,
+            extra_conditions=cycle.conditions,
+            now=self._now(),
+        )
+        await self._write_status(cycle, previous, new_status)
+        self.metrics.ready.labels(namespace, name).set(
+            1 if (conditions.find(new_status["conditions"], conditions.READY) or {}).get("status") == "True" else 0
+        )
+        if cycle.actions:
+            cycle.events.insert(0, events.Event("ChildrenApplied", "; ".join(cycle.actions), "Apply"))
+        await self._post_events(cycle)
+        if cycle.retry_reason:
+            return Outcome("retry", cycle.retry_reason, retry=True)
+        if cycle.actions:
+            return Outcome("ok", "; ".join(cycle.actions))
+        return Outcome("no_change", f"no change: {new_status['phase']}")
+
+    @staticmethod
+    def _replicas(desired: list[dict[str, Any]], sts_name: str, spec: BrokerGroupSpec) -> int:
+        for obj in desired:
+            if obj["kind"] == "StatefulSet" and obj["metadata"]["name"] == sts_name:
+                return int(obj["spec"]["replicas"])
+        return spec.brokers.replicas
+
+    # -- steps -------------------------------------------------------------------------------
+
+    async def _ensure_secret(self, cycle: Cycle, owner: Owner) -> str | None:
+        """The admin token from `<bg>-controller-auth`, creating the Secret once if it is missing.
+
+        An existing Secret is never regenerated: changing the Raft password under running
+        controllers would split them. A Secret with missing keys is reported, not repaired."""
+        secret_name = names.controller_auth(owner.name)
+        live = await self._io(self.kube.get, "v1", "Secret", owner.namespace, secret_name)
+        if live is None:
+            created = new_auth_secret(owner, self._token)
+            await self._io(self.kube.create, created)
+            cycle.actions.append(f"created Secret {secret_name} (random Raft password and admin token)")
+            live = created
+        problems = auth_secret_problems(live)
+        if problems:
+            message = f"Secret {secret_name}: " + "; ".join(problems) + ". The operator never regenerates it."
+            cycle.conditions.append(Condition(conditions.READY, "False", "InvalidSecret", message))
+            return None
+        data = live.get("data") or {}
+        if "adminToken" in data:
+            return base64.b64decode(data["adminToken"]).decode()
+        return str((live.get("stringData") or {}).get("adminToken", ""))
+
+    async def _guard_scale_downs(
+        self, cycle: Cycle, desired: list[dict[str, Any]], spec: BrokerGroupSpec, token: str
+    ) -> None:
+        """Shrinking a broker set never removes its master by accident: ask the controller to elect a
+        replica that stays first; until the master is safe, keep the StatefulSet's current size."""
+        bg = cycle.bg["metadata"]["name"]
+        namespace = cycle.bg["metadata"]["namespace"]
+        shrinking: dict[str, tuple[dict[str, Any], int]] = {}
+        for obj in desired:
+            if obj["kind"] != "StatefulSet" or names.set_index(bg, obj["metadata"]["name"]) is None:
+                continue
+            live = await self._io(self.kube.get, "apps/v1", "StatefulSet", namespace, obj["metadata"]["name"])
+            live_replicas = int(((live or {}).get("spec") or {}).get("replicas") or 0)
+            if live is not None and live_replicas > obj["spec"]["replicas"]:
+                shrinking[obj["metadata"]["name"]] = (obj, live_replicas)
+        if not shrinking:
+            return
+        link = ControllerLink(
+            self.settings.controller_address(bg, namespace), token=token, timeout=self.settings.controller_timeout
+        )
+        try:
+            views = await link.views(sorted(shrinking))
+        except ControllerLinkError as exc:
+            logger.warning("scale-down of %s waits: %s", ", ".join(sorted(shrinking)), exc)
+            views = {}
+        for sts_name, (obj, live_replicas) in sorted(shrinking.items()):
+            decision = guard_scale_down(sts_name, live_replicas, obj["spec"]["replicas"], views.get(sts_name))
+            if isinstance(decision, ElectAway):
+                try:
+                    result = await link.elect(sts_name, decision.target_broker_id)
+                except ControllerLinkError as exc:
+                    self.metrics.elections_requested.labels("scale_down", "failed").inc()
+                    decision = Blocked(f"{sts_name}: election away from {decision.master_pod} failed: {exc}")
+                else:
+                    self.metrics.elections_requested.labels("scale_down", "ok").inc()
+                    cycle.events.append(
+                        events.Event(
+                            "ElectedAwayFromRemovedPod",
+                            f"{sts_name}: master {decision.master_pod} is being removed by the scale-down to "
+                            f"{obj['spec']['replicas']}; the controller elected {decision.target_pod} "
+                            f"(broker {result.master_broker_id}, master epoch {result.master_epoch})",
+                            "ElectMaster",
+                        )
+                    )
+                    if result.master_broker_id != decision.target_broker_id:
+                        decision = Blocked(
+                            f"{sts_name}: asked for broker {decision.target_broker_id}, controller answered "
+                            f"master {result.master_broker_id}; checking again"
+                        )
+            if isinstance(decision, Blocked):
+                obj["spec"]["replicas"] = live_replicas
+                obj["metadata"]["annotations"].pop(labels.SPEC_HASH_ANNOTATION, None)
+                builders.with_spec_hash(obj)
+                cycle.conditions.append(Condition(conditions.READY, "False", "ScaleDownWaiting", decision.reason))
+                cycle.retry_reason = decision.reason
+
+    async def _apply(self, cycle: Cycle, desired: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Apply every child in order; return the live StatefulSets by name."""
+        live_sets: dict[str, dict[str, Any]] = {}
+        for obj in desired:
+            result = await self._io(self.kube.apply, obj)
+            if result.wrote:
+                cycle.actions.append(f"{result.action} {describe(obj)}")
+            if obj["kind"] == "StatefulSet":
+                live_sets[obj["metadata"]["name"]] = result.obj
+        return live_sets
+
+    async def _prune(self, cycle: Cycle, desired: list[dict[str, Any]], previous: dict[str, Any]) -> None:
+        """Delete children the spec no longer asks for (a disabled PDB, a removed broker set). A
+        removed set that may hold data is kept, whatever the spec says."""
+        meta = cycle.bg["metadata"]
+        wanted = {(o["kind"], o["metadata"]["name"]) for o in desired}
+        holding = {e.get("name") for e in previous.get("brokerSets") or [] if e.get("holdsData")}
+        for obj in await self._io(self.kube.owned, meta["namespace"], meta["name"]):
+            key = (obj["kind"], obj["metadata"]["name"])
+            if key in wanted or not _owned_by(obj, meta["uid"]):
+                continue
+            set_name = (obj["metadata"].get("labels") or {}).get(labels.BROKER_SET_LABEL)
+            if obj["kind"] == "StatefulSet" and set_name in holding:
+                reason = f"{set_name} holds data; not deleting its StatefulSet"
+                cycle.conditions.append(Condition(conditions.READY, "False", "SetHoldsData", reason))
+                continue
+            if await self._io(self.kube.delete, obj):
+                cycle.actions.append(f"deleted {describe(obj)}")
+
+    async def _write_status(self, cycle: Cycle, previous: dict[str, Any], new: dict[str, Any]) -> None:
+        if new == previous:
+            return
+        meta = cycle.bg["metadata"]
+        patch = {k: v for k, v in new.items() if previous.get(k) != v}
+        patch.update({k: None for k in previous if k not in new})
+        await self._io(self.kube.merge_patch_status, meta["namespace"], meta["name"], patch)
+        before, after = previous.get("conditions"), new.get("conditions") or []
+        for cond in after:
+            if cond["type"] == conditions.READY and conditions.transitioned(before, after, conditions.READY):
+                kind: Literal["Normal", "Warning"] = "Warning"
+                if cond["status"] == "True" or cond["reason"] == "ReplicasNotReady":
+                    kind = "Normal"
+                cycle.events.append(events.Event(cond["reason"], cond["message"], "Status", kind))
+
+    async def _finish_conditions_only(
+        self,
+        cycle: Cycle,
+        previous: dict[str, Any],
+        updates: list[Condition],
+        generation: int,
+        *,
+        transition_event: str,
+    ) -> None:
+        new = status.with_conditions(previous, updates, now=self._now(), generation=generation)
+        if new != previous:
+            meta = cycle.bg["metadata"]
+            await self._io(
+                self.kube.merge_patch_status,
+                meta["namespace"],
+                meta["name"],
+                {"conditions": new["conditions"], "phase": new["phase"]},
+            )
+            changed = [
+                c for c in updates if conditions.transitioned(previous.get("conditions"), new["conditions"], c.type)
+            ]
+            reasons_changed = [
+                c
+                for c in updates
+                if (conditions.find(previous.get("conditions"), c.type) or {}).get("message") != c.message
+            ]
+            for cond in changed or reasons_changed:
+                severity: Literal["Normal", "Warning"] = "Normal" if transition_event == "Paused" else "Warning"
+                cycle.events.append(events.Event(cond.reason, cond.message, transition_event, severity))
+        if cycle.actions:
+            cycle.events.insert(0, events.Event("ChildrenApplied", "; ".join(cycle.actions), "Apply"))
+        await self._post_events(cycle)
+
+    async def _post_events(self, cycle: Cycle) -> None:
+        now = self._clock().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        for event in cycle.events:
+            suffix = f"{time.time_ns():x}{secrets.token_hex(2)}"
+            body = events.build(event, bg=cycle.bg, now=now, instance=self.settings.instance, suffix=suffix)
+            try:
+                await self._io(self.kube.post_event, body)
+            except (
+                ApiException,
+                urllib3.exceptions.HTTPError,
+                OSError,
+            ) as exc:  # an Event is a report, not a step: never fail a reconcile over it
+                logger.warning("could not post Event %s: %s", event.reason, exc)
+
+
+def _owned_by(obj: dict[str, Any], uid: str) -> bool:
+    return any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences") or [])

@@ -1,0 +1,111 @@
+"""Settings of the operator process (`brokergroup operator`), and kopf's settings derived from them.
+
+Loaded like every process's settings: TOML file < `BG_OPERATOR_*` environment < flags. kopf's own
+knobs are set in exactly one place, `configure_kopf`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import Annotated
+
+import kopf
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from brokergroup.operator import names
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class OperatorSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="BG_OPERATOR_", env_nested_delimiter="__", extra="forbid", use_attribute_docstrings=True
+    )
+    namespaces: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Namespaces to watch (`,`-separated in env and flags); empty means every namespace."""
+    kubeconfig: Path | None = None
+    """Kubeconfig file; unset means in-cluster credentials in a pod, else $KUBECONFIG or ~/.kube/config."""
+    metrics_host: str = "0.0.0.0"
+    """Interface of the `/metrics` and `/healthz` HTTP server."""
+    metrics_port: Annotated[int, Field(ge=0, le=65535)] = 8080
+    """Port of the `/metrics` server (0 turns it off)."""
+    liveness_port: Annotated[int, Field(ge=0, le=65535)] = 8081
+    """Port of kopf's liveness endpoint `/healthz` (0 turns it off)."""
+    resync_seconds: Annotated[float, Field(ge=1, le=3600)] = 60.0
+    """Every BrokerGroup is reconciled at least this often, to repair drift (a deleted Service, say)."""
+    retry_seconds: Annotated[float, Field(ge=0.1, le=600)] = 5.0
+    """Delay before retrying a reconcile that could not finish (API error, election pending)."""
+    controller_url: str = "http://{name}-controller-api.{namespace}.svc:" + str(names.CONTROLLER_API_PORT)
+    """How the operator reaches a BrokerGroup's controllers; `{name}` and `{namespace}` are filled in.
+    Override only to run the operator outside the cluster."""
+    controller_timeout: Annotated[float, Field(gt=0, le=120)] = 5.0
+    """Seconds one controller call may take."""
+    instance: str = Field(default_factory=lambda: _hostname())
+    """This operator's name in Events' `reportingInstance` (the pod name in a cluster)."""
+    log_level: str = "INFO"
+
+    @field_validator("namespaces", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [n.strip() for n in value.split(",") if n.strip()]
+        return value
+
+    @model_validator(mode="after")
+    def _valid(self) -> OperatorSettings:
+        for namespace in self.namespaces:
+            if not DNS_LABEL.fullmatch(namespace) or len(namespace) > 63:
+                raise ValueError(f"namespaces: {namespace!r} is not a valid namespace name")
+        try:
+            example = self.controller_url.format(name="bg", namespace="ns")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(
+                f"controller_url {self.controller_url!r}: only {{name}} and {{namespace}} may be filled in ({exc})"
+            ) from exc
+        if "://" not in example or not example.split("://", 1)[1].strip("/"):
+            raise ValueError(f"controller_url {self.controller_url!r} must be a URL like http://host:port")
+        if self.metrics_port and self.metrics_port == self.liveness_port:
+            raise ValueError(f"metrics_port and liveness_port are both {self.metrics_port}")
+        return self
+
+    def controller_address(self, name: str, namespace: str) -> str:
+        """host:port of the controller API of BrokerGroup `name`."""
+        url = self.controller_url.format(name=name, namespace=namespace)
+        return url.split("://", 1)[-1].rstrip("/")
+
+
+def _hostname() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
+def configure_kopf(kopf_settings: kopf.OperatorSettings, ours: OperatorSettings) -> None:
+    """kopf's settings, all here.
+
+    - No peering: one operator replica (the chart uses a Recreate Deployment); peering objects
+      would be written every minute, and an idle operator writes nothing.
+    - kopf posts no Events of its own (it would post one per handler run, even on a no-op
+      resume); the operator posts its own Events when it acts.
+    - Progress and the last-handled spec live in annotations under `operator.brokergroup.io`, not
+      in `status.kopf` (the CRD's status schema has no such field).
+    - No finalizer: every child has an ownerReference, so the garbage collector deletes them.
+    """
+    kopf_settings.peering.standalone = True
+    kopf_settings.posting.enabled = False
+    kopf_settings.persistence.finalizer = f"operator.{names.GROUP}/finalizer"
+    kopf_settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=f"operator.{names.GROUP}")
+    kopf_settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=f"operator.{names.GROUP}", key="last-handled-configuration"
+    )
+    kopf_settings.execution.max_workers = 8
+    kopf_settings.watching.server_timeout = 300
+    kopf_settings.watching.client_timeout = 330
+    kopf_settings.networking.request_timeout = 60
+    kopf_settings.queueing.error_delays = (1, 2, 5, 10, 30, 60)
+    logging.getLogger("kubernetes").setLevel(logging.WARNING)
+    # kopf logs every successful handler run at INFO; the reconciler logs one line per cycle instead.
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)

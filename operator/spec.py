@@ -1,0 +1,152 @@
+"""The BrokerGroup spec as the operator reads it (mirror of `crds/brokergroup.io_brokergroups.yaml`).
+
+The apiserver validates and defaults the CR with the CRD's OpenAPI schema and CEL rules; this model
+parses what it stored, with the same defaults (a unit test keeps the two in step), so that the
+builders get typed values. A spec the model refuses (an older CRD without a rule, say) is a
+`SpecError` naming the field: the operator reports it and changes nothing.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+
+QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
+DEFAULT_IMAGE = "ghcr.io/brokergroup/brokergroup:0.1.0"
+
+
+class SpecError(ValueError):
+    """The BrokerGroup spec cannot be used; the message names the field."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True, use_attribute_docstrings=True
+    )
+
+
+Quantity = Annotated[str, Field(pattern=QUANTITY)]
+
+
+class Resources(_Model):
+    """Kubernetes ResourceRequirements (requests and limits of cpu and memory)."""
+
+    requests: dict[str, Quantity | Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
+    limits: dict[str, Quantity | Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
+
+    def to_k8s(self) -> dict[str, dict[str, str]]:
+        out: dict[str, dict[str, str]] = {}
+        if self.requests:
+            out["requests"] = {k: str(v) for k, v in sorted(self.requests.items())}
+        if self.limits:
+            out["limits"] = {k: str(v) for k, v in sorted(self.limits.items())}
+        return out
+
+
+class Storage(_Model):
+    size: Quantity = "1Gi"
+    """PersistentVolumeClaim size of each replica's data volume. Immutable (StatefulSet claim
+    templates cannot change); resize the PVCs by hand (docs/operations.md)."""
+    storage_class_name: str | None = None
+    """StorageClass of the claims; unset means the cluster's default. Immutable."""
+
+
+class BrokerStorage(Storage):
+    size: Quantity = "10Gi"
+    """PersistentVolumeClaim size of each broker replica's commit log. Immutable (StatefulSet claim
+    templates cannot change); resize the PVCs by hand (docs/operations.md)."""
+
+
+class Replication(enum.Enum):
+    SYNC = "Sync"
+    """A put is acknowledged once every sync-state-set member has it (and it is fsynced)."""
+    ASYNC = "Async"
+    """A put is acknowledged once the master has it; slaves follow in the background."""
+
+
+class ControllerSpec(_Model):
+    replicas: Annotated[int, Field(ge=1, le=7)] = 3
+    """Raft nodes: 1, 3, 5 or 7. Immutable (the Raft membership is static)."""
+    elect_unclean_master: bool = False
+    """enableElectUncleanMaster: allow electing a replica outside the sync-state-set (may lose messages)."""
+    heartbeat_timeout_seconds: Annotated[int, Field(ge=9, le=600)] = 10
+    """A broker whose heartbeats stop for this long is inactive (controllerHeartBeatTimeoutMills)."""
+    resources: Resources = Field(
+        default_factory=lambda: Resources(requests={"cpu": "100m", "memory": "128Mi"}, limits={"memory": "256Mi"})
+    )
+    storage: Storage = Field(default_factory=lambda: Storage(size="1Gi"))
+
+    @model_validator(mode="after")
+    def _odd(self) -> ControllerSpec:
+        if self.replicas % 2 == 0:
+            raise ValueError(f"controller.replicas must be odd (1, 3, 5 or 7), not {self.replicas}")
+        return self
+
+
+class BrokersSpec(_Model):
+    sets: Annotated[int, Field(ge=1, le=64)] = 1
+    """Broker sets (RocketMQ brokerNames `<bg>-broker-<i>`). May grow; shrinks only while the removed
+    sets hold no data."""
+    replicas: Annotated[int, Field(ge=1, le=16)] = 3
+    """Replicas per set: one master and replicas-1 slaves."""
+    replication: Replication = Replication.SYNC
+    min_in_sync_replicas: Annotated[int, Field(ge=1, le=16)] = 2
+    """Sync mode: refuse puts while fewer replicas are in sync (master included)."""
+    resources: Resources = Field(
+        default_factory=lambda: Resources(requests={"cpu": "250m", "memory": "512Mi"}, limits={"memory": "1Gi"})
+    )
+    storage: BrokerStorage = Field(default_factory=BrokerStorage)
+
+    @model_validator(mode="after")
+    def _in_sync(self) -> BrokersSpec:
+        # Async acks never wait for slaves (the minimum becomes 1), so only Sync is checked.
+        if self.replication is Replication.SYNC and self.min_in_sync_replicas > self.replicas:
+            raise ValueError(
+                f"brokers.minInSyncReplicas ({self.min_in_sync_replicas}) cannot exceed brokers.replicas "
+                f"({self.replicas}) in Sync replication"
+            )
+        return self
+
+
+class PodDisruptionBudgetSpec(_Model):
+    enabled: bool = True
+
+
+class ImagePullPolicy(enum.Enum):
+    ALWAYS = "Always"
+    IF_NOT_PRESENT = "IfNotPresent"
+    NEVER = "Never"
+
+
+class BrokerGroupSpec(_Model):
+    image: Annotated[str, Field(min_length=1)] = DEFAULT_IMAGE
+    """Container image of the controllers and brokers (one image runs `brokergroup`)."""
+    image_pull_policy: ImagePullPolicy = ImagePullPolicy.IF_NOT_PRESENT
+    controller: ControllerSpec = Field(default_factory=ControllerSpec)
+    brokers: BrokersSpec = Field(default_factory=BrokersSpec)
+    pod_disruption_budget: PodDisruptionBudgetSpec = Field(default_factory=PodDisruptionBudgetSpec)
+
+    @model_validator(mode="after")
+    def _in_sync_mode(self) -> BrokerGroupSpec:
+        if self.brokers.replication is Replication.ASYNC and self.brokers.min_in_sync_replicas > 1:
+            # Async acks never wait for slaves; a minimum above 1 would refuse every put.
+            return self.model_copy(update={"brokers": self.brokers.model_copy(update={"min_in_sync_replicas": 1})})
+        return self
+
+
+def _is_type_tag(part: object) -> bool:
+    """pydantic puts the union member tried (`constrained-str`, `int`) into error locations."""
+    return isinstance(part, str) and (part in ("int", "str") or "-" in part or "[" in part)
+
+
+def parse_spec(spec: dict[str, Any] | Any) -> BrokerGroupSpec:
+    """Parse a stored spec; raise `SpecError` naming the first bad field."""
+    try:
+        return BrokerGroupSpec.model_validate(dict(spec))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"] if not _is_type_tag(p)) or "spec"
+        raise SpecError(f"spec.{where}: {first['msg']}") from exc

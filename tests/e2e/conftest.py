@@ -1,0 +1,112 @@
+"""E2e tier: a real etcd, kube-apiserver and kube-controller-manager, started once per session.
+
+Without the binaries (`bash scripts/k8s-bins` builds them) the tier is skipped, or fails under CI=true.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import kubernetes
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from tests.e2e.kubeenv import PROJECT_CRDS, Binaries, ControlPlane, eventually
+
+HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # This hook sees the whole session's items, not only this folder's.
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.e2e)
+            # The kubernetes client's urllib3 pools sometimes drop an idle TLS socket at teardown.
+            item.add_marker(pytest.mark.filterwarnings("ignore:unclosed <ssl.SSLSocket:ResourceWarning"))
+
+
+def _missing(what: str) -> None:
+    message = f"the e2e tier needs {what}: build them with `bash scripts/k8s-bins`"
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"CI=true but {message}")
+    pytest.skip(f"{message} (local run; under CI=true this fails instead)")
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """The running control plane; its work dir (logs, audit log, kubeconfigs) is kept under pytest's tmp dir.
+
+    The CRDs in crds/ are installed before kube-controller-manager starts, so that its garbage collector
+    follows owner references to BrokerGroups from the first test on (a CRD applied later: up to ~40 s)."""
+    binaries = Binaries.discover()
+    missing = binaries.missing()
+    if missing:
+        _missing(", ".join(str(path) for path in missing))
+    with ControlPlane(binaries, tmp_path_factory.mktemp("k8s"), crds=PROJECT_CRDS) as plane:
+        yield plane
+
+
+@pytest.fixture(scope="session")
+def kube_api(control_plane: ControlPlane) -> Iterator[kubernetes.client.ApiClient]:
+    """An ApiClient authenticated as admin (system:masters); the global default configuration is untouched."""
+    api = kubernetes.config.new_client_from_config(config_file=str(control_plane.admin_kubeconfig))
+    try:
+        yield api
+    finally:
+        api.close()
+
+
+@pytest.fixture
+def make_api_client() -> Iterator[Callable[[Path], kubernetes.client.ApiClient]]:
+    """Build an ApiClient from a kubeconfig (e.g. `control_plane.user_kubeconfig(...)`); closed after the test."""
+    made: list[kubernetes.client.ApiClient] = []
+
+    def make(kubeconfig: Path) -> kubernetes.client.ApiClient:
+        api = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
+        made.append(api)
+        return api
+
+    yield make
+    for api in made:
+        api.close()
+
+
+@pytest.fixture
+def namespace(kube_api: kubernetes.client.ApiClient) -> Iterator[str]:
+    """A fresh namespace `t-<hex>` whose `default` ServiceAccount exists; deleted (not awaited) after the test."""
+    core = kubernetes.client.CoreV1Api(kube_api)
+    name = f"t-{secrets.token_hex(4)}"
+    core.create_namespace({"metadata": {"name": name, "labels": {"brokergroup.test/e2e": "true"}}})
+    try:
+        # ServiceAccount admission rejects pods until the serviceaccount controller has made `default`.
+        eventually(
+            f"ServiceAccount {name}/default exists",
+            lambda: core.list_namespaced_service_account(name, field_selector="metadata.name=default").items,
+            timeout=30,
+        )
+        yield name
+    finally:
+        try:
+            core.delete_namespace(name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
+@pytest.fixture
+def kubectl(control_plane: ControlPlane) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`kubectl("apply", "-f", "-", input=yaml)`: the cached kubectl as admin; raises on failure unless
+    `check=False`; `kubeconfig=` runs it as another user."""
+    return control_plane.kubectl
+
+
+@pytest.fixture
+def helm(control_plane: ControlPlane) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`helm("install", ...)` against the control plane as admin; skipped (failed under CI=true) without helm."""
+    if control_plane.binaries.missing(helm=True):
+        _missing(str(control_plane.binaries.helm))
+    return control_plane.helm

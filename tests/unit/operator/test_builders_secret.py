@@ -1,0 +1,58 @@
+"""The auth Secret: built once from an injected token function; problems of an existing one named."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+from builder_factories import OWNER
+
+from brokergroup.operator.builders import auth_secret_problems, new_auth_secret
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def test_new_secret_holds_one_fresh_token_per_key() -> None:
+    calls: list[int] = []
+
+    def token(size: int) -> str:
+        calls.append(size)
+        return f"t{len(calls)}"
+
+    secret = new_auth_secret(OWNER, token)
+    assert calls == [32, 32]
+    assert secret["apiVersion"] == "v1" and secret["kind"] == "Secret" and secret["type"] == "Opaque"
+    assert secret["metadata"]["name"] == "demo-controller-auth"
+    assert secret["metadata"]["namespace"] == "mq"
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == "0b7f6c1e-uid"
+    assert secret["metadata"]["labels"]["app.kubernetes.io/component"] == "controller"
+    assert secret["data"] == {"raftPassword": b64("t1"), "adminToken": b64("t2")}
+    assert "annotations" not in secret["metadata"]
+    assert auth_secret_problems(secret) == []
+
+
+@pytest.mark.parametrize(
+    ("secret", "problems"),
+    [
+        (
+            {"metadata": {"name": "s"}},
+            ["Secret s: key 'raftPassword' is missing", "Secret s: key 'adminToken' is missing"],
+        ),
+        (
+            {"metadata": {"name": "s"}, "data": {"raftPassword": b64("x"), "adminToken": ""}},
+            ["Secret s: key 'adminToken' is empty"],
+        ),
+        (
+            {"metadata": {"name": "s"}, "data": {"raftPassword": b64("  \n"), "adminToken": "%%%"}},
+            ["Secret s: key 'raftPassword' is empty", "Secret s: key 'adminToken' is not valid base64"],
+        ),
+        ({"metadata": {"name": "s"}, "stringData": {"raftPassword": "x", "adminToken": "y"}}, []),
+        ({"data": {"raftPassword": b64("x")}}, ["Secret <unnamed>: key 'adminToken' is missing"]),
+    ],
+    ids=["no-data", "empty", "blank-and-garbled", "string-data", "unnamed"],
+)
+def test_problems_of_an_existing_secret(secret: dict[str, Any], problems: list[str]) -> None:
+    assert auth_secret_problems(secret) == problems
