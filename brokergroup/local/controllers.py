@@ -7,11 +7,13 @@ three exercise the same real processes: `python -m brokergroup.cli controller ..
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import secrets
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from brokergroup.controller.client import ControllerClient
@@ -158,3 +160,20 @@ async def settled(group: ControllerGroup, *, timeout: float = 30.0) -> int:
             leader = await group.leader(timeout=max(0.1, deadline - time.monotonic()))
             await asyncio.sleep(0.05)
     raise TimeoutError(f"controller nodes did not agree on a leader within {timeout} s")
+
+
+@contextlib.contextmanager
+def running_group(
+    base_dir: Path, *, admin_token: str | None = None, extra_args: list[str] | None = None
+) -> Iterator[ControllerGroup]:
+    """A 3-node group on free loopback ports with a random Raft password: started, settled on a
+    leader, and stopped on exit (tests and tools)."""
+    group = ControllerGroup(
+        base_dir, admin_token=admin_token, password=secrets.token_urlsafe(16), extra_args=extra_args
+    )
+    group.start_all()
+    try:
+        asyncio.run(settled(group))
+        yield group
+    finally:
+        group.stop_all()

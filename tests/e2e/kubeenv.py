@@ -3,9 +3,10 @@
 All three run as plain processes on 127.0.0.1 with free ports; there is no scheduler and no kubelet,
 so pods are created (by the StatefulSet controller, say) but stay Pending with no node.
 
-- Identities are client certificates signed by one throwaway CA (`Pki`): the test driver is "admin"
-  in system:masters, kube-controller-manager is "system:kube-controller-manager" in system:masters
-  (so its writes are told apart from the tests' in the audit log), and `user_kubeconfig` issues more.
+- Identities are client certificates signed by one throwaway CA (`Pki`, in kubepki.py): the test driver
+  is "admin" in system:masters, kube-controller-manager is "system:kube-controller-manager" in
+  system:masters (so its writes are told apart from the tests' in the audit log), and `user_kubeconfig`
+  issues more.
 - Authorization is RBAC, admission is the apiserver's default set *including* ServiceAccount: the
   serviceaccount controller creates the `default` ServiceAccount of every new namespace, and pods get
   the projected token volume a real cluster gives them.
@@ -17,10 +18,8 @@ docs/k8s-test-env.md describes how the binaries are built and what differs from 
 from __future__ import annotations
 
 import atexit
-import base64
 import contextlib
 import dataclasses
-import datetime
 import functools
 import ipaddress
 import json
@@ -39,13 +38,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
 from brokergroup.local.ports import free_ports
 from brokergroup.local.processes import LocalProcess, tail
+from tests.e2e.kubepki import KeyPair, Pki, kubeconfig, service_account_keys, write_private
 
 KUBERNETES_VERSION = "v1.33.13"
 HELM_VERSION = "v3.21.4"
@@ -141,139 +136,6 @@ class Binaries:
         return [path for path in wanted if not (path.is_file() and os.access(path, os.X_OK))]
 
 
-# ---------------------------------------------------------------------------------------------- PKI
-
-
-def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-
-
-def _key_usage(*, ca: bool) -> x509.KeyUsage:
-    flags = dict.fromkeys(
-        [
-            "content_commitment",
-            "key_encipherment",
-            "data_encipherment",
-            "key_agreement",
-            "encipher_only",
-            "decipher_only",
-        ],
-        False,
-    )
-    return x509.KeyUsage(digital_signature=True, key_cert_sign=ca, crl_sign=ca, **flags)
-
-
-@dataclasses.dataclass(frozen=True)
-class KeyPair:
-    cert_pem: bytes
-    key_pem: bytes
-
-
-class Pki:
-    """A throwaway CA (ECDSA P-256) that issues the serving certificate and client identities.
-
-    The same CA is the apiserver's --client-ca-file and the clients' certificate-authority, which is
-    what kubeadm does too (there it is also the kubelet-facing CA).
-    """
-
-    def __init__(self, common_name: str = "brokergroup-e2e-ca", valid_for: datetime.timedelta | None = None) -> None:
-        self._valid_for = valid_for or datetime.timedelta(days=7)
-        self._key = ec.generate_private_key(ec.SECP256R1())
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-        public = self._key.public_key()
-        self.cert = (
-            self._builder(name, name, public)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(_key_usage(ca=True), critical=True)
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
-            .sign(self._key, hashes.SHA256())
-        )
-        self.ca = KeyPair(self.cert.public_bytes(serialization.Encoding.PEM), _pem_key(self._key))
-
-    def _builder(
-        self, subject: x509.Name, issuer: x509.Name, public: ec.EllipticCurvePublicKey
-    ) -> x509.CertificateBuilder:
-        now = datetime.datetime.now(datetime.UTC)
-        return (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .issuer_name(issuer)
-            .public_key(public)
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(hours=1))
-            .not_valid_after(now + self._valid_for)
-        )
-
-    def issue(
-        self,
-        common_name: str,
-        *,
-        organizations: Iterable[str] = (),
-        dns_names: Iterable[str] = (),
-        ip_addresses: Iterable[str] = (),
-        server: bool = False,
-    ) -> KeyPair:
-        """A leaf certificate: a client identity (CN = user, one O per group) or, with `server`, a serving cert."""
-        key = ec.generate_private_key(ec.SECP256R1())
-        subject = x509.Name(
-            [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
-            + [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-        )
-        usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
-        builder = (
-            self._builder(subject, self.cert.subject, key.public_key())
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(_key_usage(ca=False), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()), critical=False)
-        )
-        names: list[x509.GeneralName] = [x509.DNSName(name) for name in dns_names]
-        names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
-        if names:
-            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
-        cert = builder.sign(self._key, hashes.SHA256())
-        return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _pem_key(key))
-
-
-def service_account_keys() -> KeyPair:
-    """The service-account token signing key (ES256): `cert_pem` holds the PEM public key."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    return KeyPair(public, _pem_key(key))
-
-
-def kubeconfig(server: str, ca_pem: bytes, user: str, identity: KeyPair) -> dict[str, Any]:
-    """A self-contained kubeconfig (certificates inline). JSON is YAML, so it is written as JSON."""
-
-    def b64(data: bytes) -> str:
-        return base64.b64encode(data).decode()
-
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "e2e", "cluster": {"server": server, "certificate-authority-data": b64(ca_pem)}}],
-        "users": [
-            {
-                "name": user,
-                "user": {"client-certificate-data": b64(identity.cert_pem), "client-key-data": b64(identity.key_pem)},
-            }
-        ],
-        "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": user}}],
-        "current-context": "e2e",
-        "preferences": {},
-    }
-
-
-def _write_private(path: Path, data: bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
-    return path
-
-
 # ------------------------------------------------------------------------------------ control plane
 
 
@@ -356,21 +218,21 @@ class ControlPlane:
             server=True,
         )
         d = self.work_dir / "pki"
-        _write_private(d / "ca.crt", pki.ca.cert_pem)
-        _write_private(d / "ca.key", pki.ca.key_pem)
-        _write_private(d / "apiserver.crt", serving.cert_pem)
-        _write_private(d / "apiserver.key", serving.key_pem)
-        _write_private(d / "sa.pub", sa.cert_pem)
-        _write_private(d / "sa.key", sa.key_pem)
+        write_private(d / "ca.crt", pki.ca.cert_pem)
+        write_private(d / "ca.key", pki.ca.key_pem)
+        write_private(d / "apiserver.crt", serving.cert_pem)
+        write_private(d / "apiserver.key", serving.key_pem)
+        write_private(d / "sa.pub", sa.cert_pem)
+        write_private(d / "sa.key", sa.key_pem)
         admin = self._write_kubeconfig(self.admin_kubeconfig, ADMIN_USER, ["system:masters"])
-        _write_private(d / "admin.pem", admin.cert_pem + admin.key_pem)
+        write_private(d / "admin.pem", admin.cert_pem + admin.key_pem)
         self._write_kubeconfig(self.work_dir / "kcm.kubeconfig", KCM_USER, ["system:masters"])
-        _write_private(self.work_dir / "audit-policy.json", json.dumps(AUDIT_POLICY).encode())
+        write_private(self.work_dir / "audit-policy.json", json.dumps(AUDIT_POLICY).encode())
 
     def _write_kubeconfig(self, path: Path, user: str, groups: Iterable[str]) -> KeyPair:
         assert self._pki is not None
         identity = self._pki.issue(user, organizations=groups)
-        _write_private(path, json.dumps(kubeconfig(self.server, self._pki.ca.cert_pem, user, identity)).encode())
+        write_private(path, json.dumps(kubeconfig(self.server, self._pki.ca.cert_pem, user, identity)).encode())
         return identity
 
     def user_kubeconfig(self, name: str, groups: Iterable[str] = ()) -> Path:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from brokergroup.local import profiles
-from brokergroup.local.controllers import ControllerGroup, settled
+from brokergroup.local.controllers import ControllerGroup, running_group
 
 HERE = Path(__file__).parent
 
@@ -28,18 +27,9 @@ ADMIN_TOKEN = "integration-admin-token"
 
 @pytest.fixture
 def controller_group(tmp_path: Path) -> Iterator[ControllerGroup]:
-    group = ControllerGroup(
-        tmp_path / "controllers",
-        admin_token=ADMIN_TOKEN,
-        password=secrets.token_urlsafe(16),
-        extra_args=["--log-level", "INFO", *profiles.FAST.controller_args()],
-    )
-    group.start_all()
-    try:
-        asyncio.run(settled(group))
+    extra = ["--log-level", "INFO", *profiles.FAST.controller_args()]
+    with running_group(tmp_path / "controllers", admin_token=ADMIN_TOKEN, extra_args=extra) as group:
         yield group
-    finally:
-        group.stop_all()
 
 
 async def eventually(what: str, check: Callable[[], Awaitable[bool]], *, timeout: float = 20.0) -> float:

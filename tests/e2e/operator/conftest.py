@@ -3,9 +3,7 @@ watching one test namespace, logged in as its own user so that its API writes ca
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import secrets
 import sys
 import urllib.request
 from collections.abc import Iterator
@@ -17,7 +15,7 @@ import pytest
 from kubernetes.dynamic import DynamicClient
 
 from brokergroup.local import profiles
-from brokergroup.local.controllers import ControllerGroup, settled
+from brokergroup.local.controllers import ControllerGroup, running_group
 from brokergroup.local.ports import free_ports
 from brokergroup.local.processes import LocalProcess, tail
 from tests.e2e.kubeenv import ControlPlane, eventually
@@ -148,18 +146,9 @@ ADMIN_TOKEN = "e2e-admin-token"
 def controllers(tmp_path: Path) -> Iterator[ControllerGroup]:
     """A real 3-node controller group on 127.0.0.1 standing in for the BrokerGroup's controller pods
     (the test kubelet that runs pods arrives with the operator's part 2)."""
-    group = ControllerGroup(
-        tmp_path / "controllers",
-        admin_token=ADMIN_TOKEN,
-        password=secrets.token_urlsafe(16),
-        extra_args=["--log-level", "INFO", *profiles.FAST.controller_args()],
-    )
-    group.start_all()
-    try:
-        asyncio.run(settled(group))
+    extra = ["--log-level", "INFO", *profiles.FAST.controller_args()]
+    with running_group(tmp_path / "controllers", admin_token=ADMIN_TOKEN, extra_args=extra) as group:
         yield group
-    finally:
-        group.stop_all()
 
 
 def auth_secret(bg: str, namespace: str, password: str, token: str) -> dict[str, Any]:
