@@ -4,6 +4,7 @@ only (import-linter checks it). Reads the sync-state data; asks for designated e
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from brokergroup.controller.client import ControllerClient
 from brokergroup.controller.codes import ControllerError
@@ -34,6 +35,14 @@ class ControllerLink:
         except (ControllerError, OSError) as exc:
             raise ControllerLinkError(f"controller {self.address}: {exc}") from exc
         return {name: set_view(name, info) for name, info in data.replicas_info_table.items() if name in broker_sets}
+
+    async def events(self, *, after: int, wait_seconds: int) -> dict[str, Any]:
+        """Long-poll the controller's event feed (`/v1/events`) for records after Raft index `after`."""
+        try:
+            async with ControllerClient([self.address], token=self._token, timeout=self._timeout + wait_seconds) as c:
+                return await c.events(after=after, wait_seconds=wait_seconds)
+        except (ControllerError, OSError) as exc:
+            raise ControllerLinkError(f"controller {self.address} events: {exc}") from exc
 
     async def elect(self, broker_set: str, broker_id: int) -> ElectMasterResponse:
         """Designated election (`designateElect=true`, needs the admin token)."""

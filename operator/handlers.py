@@ -14,6 +14,7 @@ import kubernetes
 from aiohttp import web
 
 from brokergroup.operator import labels, names
+from brokergroup.operator.follower import Follower
 from brokergroup.operator.kube import Kube, client_configuration
 from brokergroup.operator.metrics import OperatorMetrics, metrics_app
 from brokergroup.operator.reconcile import Outcome, Reconciler
@@ -61,6 +62,7 @@ class Operator:
         self.api_client = kubernetes.client.ApiClient(self.configuration)
         self.kube = Kube(self.api_client, self.metrics)
         self.reconciler = Reconciler(self.kube, settings, self.metrics)
+        self.follower = Follower(self.reconciler)
         self._metrics_runner: web.AppRunner | None = None
 
     async def start_metrics(self) -> None:
@@ -108,6 +110,16 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     @kopf.timer(*BROKERGROUP, interval=operator.settings.resync_seconds, registry=registry)
     async def resync(namespace: str | None, name: str, **_: Any) -> None:
         await operator.run(namespace or "", name, "timer", raise_retry=False)
+
+    @kopf.daemon(*BROKERGROUP, registry=registry, cancellation_timeout=5.0)
+    async def follow_controller(namespace: str | None, name: str, stopped: kopf.DaemonStopped, **_: Any) -> None:
+        """One follower per BrokerGroup: projects the controller's elections onto pod labels."""
+
+        async def wait(timeout: float) -> bool:
+            await stopped.wait(timeout)
+            return bool(stopped)
+
+        await operator.follower.run(namespace or "", name, wait)
 
     for group, version, plural in CHILD_KINDS:
 

@@ -143,6 +143,23 @@ class Kube:
         self._wrote("patch-status", {"kind": names.KIND, "metadata": {"name": name}})
         return patched
 
+    def merge_patch(self, api_version: str, kind: str, namespace: str, name: str, patch: dict[str, Any]) -> bool:
+        """A JSON merge patch of the main resource (pod labels, a BrokerGroup's annotations); False when
+        the object is gone."""
+        resource = self._resource(api_version, kind)
+        try:
+            resource.patch(
+                body=patch,
+                name=name,
+                namespace=namespace,
+                content_type="application/merge-patch+json",
+                field_manager=FIELD_MANAGER,
+            )
+        except NotFoundError:
+            return False
+        self._wrote("patch", {"kind": kind, "metadata": {"name": name}})
+        return True
+
     def get_brokergroup(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.get(f"{names.GROUP}/{names.VERSION}", names.KIND, namespace, name)
 

@@ -55,8 +55,35 @@ class OperatorMetrics:
             registry=self.registry,
         )
 
+        self.elections = Counter(
+            "brokergroup_elections_total",
+            "Master changes the operator projected onto pod labels, by broker set and the controller's reason.",
+            ["set", "reason"],
+            registry=self.registry,
+        )
+        self.label_convergence = Histogram(
+            "brokergroup_role_label_convergence_seconds",
+            "From the controller's commit of an election to the new master's role label patched.",
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+            registry=self.registry,
+        )
+        self.stale_role_labels = Gauge(
+            "brokergroup_stale_role_labels",
+            "Pods whose role labels could not be brought to the controller's view in the last cycle.",
+            ["namespace", "brokergroup"],
+            registry=self.registry,
+        )
+
+        self.rollout_steps = Counter(
+            "brokergroup_operator_rollout_steps_total",
+            "Steps of master-last rolls of broker sets: delete_pod (a slave, or the old master after the "
+            "election), elect (the master hands over to an up-to-date slave).",
+            ["step"],
+            registry=self.registry,
+        )
+
     def forget(self, namespace: str, brokergroup: str) -> None:
-        for gauge in (self.ready, self.paused):
+        for gauge in (self.ready, self.paused, self.stale_role_labels):
             with contextlib.suppress(KeyError):
                 gauge.remove(namespace, brokergroup)
 

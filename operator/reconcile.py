@@ -21,7 +21,7 @@ from typing import Any, Literal, ParamSpec, TypeVar
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from brokergroup.operator import builders, conditions, events, labels, names, status
+from brokergroup.operator import builders, conditions, elect, events, labels, names, status
 from brokergroup.operator.builders.meta import Owner
 from brokergroup.operator.builders.secret import auth_secret_problems, new_auth_secret
 from brokergroup.operator.conditions import Condition
@@ -80,22 +80,36 @@ class Reconciler:
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._seen: set[tuple[str, str]] = set()
 
-    async def _io(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    async def io(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """Run one blocking Kubernetes call off the event loop."""
         return await asyncio.to_thread(fn, *args, **kwargs)
 
-    def _now(self) -> str:
+    def lock(self, namespace: str, name: str) -> asyncio.Lock:
+        """One reconcile or follower cycle at a time per BrokerGroup: both write its status."""
+        return self._locks.setdefault((namespace, name), asyncio.Lock())
+
+    async def link(self, namespace: str, bg: str, token: str | None) -> ControllerLink:
+        """The controller link of `bg`: `controller_url` with `{name}`, `{namespace}` and, for an
+        operator outside the cluster on a host with a service proxy, `{cluster_ip}` (the ClusterIP of
+        `<bg>-controller-api`) filled in."""
+        cluster_ip = ""
+        if "{cluster_ip}" in self.settings.controller_url:
+            service = await self.io(self.kube.get, "v1", "Service", namespace, names.controller_api(bg))
+            cluster_ip = str(((service or {}).get("spec") or {}).get("clusterIP") or "unknown-cluster-ip")
+        address = self.settings.controller_address(bg, namespace, cluster_ip=cluster_ip)
+        return ControllerLink(address, token=token, timeout=self.settings.controller_timeout)
+
+    def now(self) -> str:
         return self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
 
     # -- entry -------------------------------------------------------------------------------
 
     async def reconcile(self, namespace: str, name: str, *, trigger: str) -> Outcome:
         key = (namespace, name)
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
+        async with self.lock(namespace, name):
             started = asyncio.get_running_loop().time()
             try:
-                bg = await self._io(self.kube.get_brokergroup, namespace, name)
+                bg = await self.io(self.kube.get_brokergroup, namespace, name)
                 if bg is None or bg["metadata"].get("deletionTimestamp"):
                     self._forget(key)
                     outcome = Outcome("gone", f"{namespace}/{name} is gone or being deleted: nothing to do")
@@ -172,6 +186,9 @@ class Reconciler:
         await self._guard_scale_downs(cycle, desired, spec, token)
         applied = await self._apply(cycle, desired)
         await self._prune(cycle, desired, previous)
+        request = (meta.get("annotations") or {}).get(labels.ELECT_MASTER_ANNOTATION)
+        if request is not None:
+            previous = await self._forced_election(cycle, spec, token, previous, request)
 
         observed = status.Observed(
             controller=status.workload(
@@ -193,7 +210,7 @@ class Reconciler:
             observed=observed,
             previous=previous,
             extra_conditions=cycle.conditions,
-            now=self._now(),
+            now=self.now(),
         )
         await self._write_status(cycle, previous, new_status)
         self.metrics.ready.labels(namespace, name).set(
@@ -201,7 +218,7 @@ class Reconciler:
         )
         if cycle.actions:
             cycle.events.insert(0, events.Event("ChildrenApplied", "; ".join(cycle.actions), "Apply"))
-        await self._post_events(cycle)
+        await self.post_events(cycle)
         if cycle.retry_reason:
             return Outcome("retry", cycle.retry_reason, retry=True)
         if cycle.actions:
@@ -223,10 +240,10 @@ class Reconciler:
         An existing Secret is never regenerated: changing the Raft password under running
         controllers would split them. A Secret with missing keys is reported, not repaired."""
         secret_name = names.controller_auth(owner.name)
-        live = await self._io(self.kube.get, "v1", "Secret", owner.namespace, secret_name)
+        live = await self.io(self.kube.get, "v1", "Secret", owner.namespace, secret_name)
         if live is None:
             created = new_auth_secret(owner, self._token)
-            await self._io(self.kube.create, created)
+            await self.io(self.kube.create, created)
             cycle.actions.append(f"created Secret {secret_name} (random Raft password and admin token)")
             live = created
         problems = auth_secret_problems(live)
@@ -234,10 +251,7 @@ class Reconciler:
             message = f"Secret {secret_name}: " + "; ".join(problems) + ". The operator never regenerates it."
             cycle.conditions.append(Condition(conditions.READY, "False", "InvalidSecret", message))
             return None
-        data = live.get("data") or {}
-        if "adminToken" in data:
-            return base64.b64decode(data["adminToken"]).decode()
-        return str((live.get("stringData") or {}).get("adminToken", ""))
+        return admin_token(live)
 
     async def _guard_scale_downs(
         self, cycle: Cycle, desired: list[dict[str, Any]], spec: BrokerGroupSpec, token: str
@@ -250,15 +264,13 @@ class Reconciler:
         for obj in desired:
             if obj["kind"] != "StatefulSet" or names.set_index(bg, obj["metadata"]["name"]) is None:
                 continue
-            live = await self._io(self.kube.get, "apps/v1", "StatefulSet", namespace, obj["metadata"]["name"])
+            live = await self.io(self.kube.get, "apps/v1", "StatefulSet", namespace, obj["metadata"]["name"])
             live_replicas = int(((live or {}).get("spec") or {}).get("replicas") or 0)
             if live is not None and live_replicas > obj["spec"]["replicas"]:
                 shrinking[obj["metadata"]["name"]] = (obj, live_replicas)
         if not shrinking:
             return
-        link = ControllerLink(
-            self.settings.controller_address(bg, namespace), token=token, timeout=self.settings.controller_timeout
-        )
+        link = await self.link(namespace, bg, token)
         try:
             views = await link.views(sorted(shrinking))
         except ControllerLinkError as exc:
@@ -295,11 +307,118 @@ class Reconciler:
                 cycle.conditions.append(Condition(conditions.READY, "False", "ScaleDownWaiting", decision.reason))
                 cycle.retry_reason = decision.reason
 
+    async def _forced_election(
+        self, cycle: Cycle, spec: BrokerGroupSpec, token: str, previous: dict[str, Any], request: str
+    ) -> dict[str, Any]:
+        """Handle `brokergroup.io/elect-master=<pod>`: validate, ask the controller (designateElect),
+        record `lastElection`, post an Event, remove the annotation. Returns the previous status with
+        the record in place, for the status this cycle writes."""
+        meta = cycle.bg["metadata"]
+        bg, namespace = meta["name"], meta["namespace"]
+        target = elect.parse(bg, request, spec)
+        decision: elect.Elect | elect.AlreadyMaster | elect.Refused
+        if isinstance(target, elect.Refused):
+            decision = target
+        else:
+            link = await self.link(namespace, bg, token)
+            try:
+                views = await link.views([target.broker_set])
+            except ControllerLinkError as exc:
+                logger.warning("elect-master %s: %s", request, exc)
+                views = {}
+            decision = elect.decide(
+                target, views.get(target.broker_set), unclean_allowed=spec.controller.elect_unclean_master
+            )
+        now = self.now()
+        if isinstance(decision, elect.Elect):
+            try:
+                answer = await (await self.link(namespace, bg, token)).elect(
+                    decision.target.broker_set, decision.broker_id
+                )
+            except ControllerLinkError as exc:
+                self.metrics.elections_requested.labels("annotation", "failed").inc()
+                record = elect.record(
+                    request=request,
+                    target=decision.target.pod,
+                    result="Failed",
+                    epoch=None,
+                    now=now,
+                    reason="ControllerRefused",
+                    message=str(exc),
+                )
+            else:
+                self.metrics.elections_requested.labels("annotation", "ok").inc()
+                elected = answer.master_broker_id == decision.broker_id
+                record = elect.record(
+                    request=request,
+                    target=decision.target.pod,
+                    result="Elected" if elected else "NotElected",
+                    epoch=answer.master_epoch,
+                    now=now,
+                    reason="Elected" if elected else "ControllerChoseAnother",
+                    message=f"controller elected broker {answer.master_broker_id}, master epoch {answer.master_epoch}",
+                )
+            broker_set = decision.target.broker_set
+        elif isinstance(decision, elect.AlreadyMaster):
+            record = elect.record(
+                request=request,
+                target=decision.target.pod,
+                result="AlreadyMaster",
+                epoch=decision.epoch,
+                now=now,
+                reason="AlreadyMaster",
+                message=f"{decision.target.pod} is already master; nothing to do",
+            )
+            broker_set = decision.target.broker_set
+        else:
+            self.metrics.elections_requested.labels("annotation", "refused").inc()
+            record = elect.record(
+                request=request,
+                target=None,
+                result="Refused",
+                epoch=None,
+                now=now,
+                reason=decision.reason,
+                message=decision.message,
+            )
+            broker_set = decision.broker_set or ""
+        severity: Literal["Normal", "Warning"] = (
+            "Normal" if record["result"] in ("Elected", "AlreadyMaster") else "Warning"
+        )
+        cycle.events.append(
+            events.Event(
+                f"ElectMaster{record['result']}",
+                f"elect-master={request}: {record['message']}",
+                "ElectMaster",
+                severity,
+            )
+        )
+        # The request is answered: remove the annotation (a second identical request is harmless).
+        await self.io(
+            self.kube.merge_patch,
+            f"{names.GROUP}/{names.VERSION}",
+            names.KIND,
+            namespace,
+            bg,
+            {"metadata": {"annotations": {labels.ELECT_MASTER_ANNOTATION: None}}},
+        )
+        cycle.actions.append(f"answered elect-master={request}: {record['result']}")
+        if not broker_set:
+            return previous
+        entries = [dict(e) for e in previous.get("brokerSets") or []]
+        for entry in entries:
+            if entry.get("name") == broker_set:
+                entry["lastElection"] = record
+                break
+        else:
+            entries.append({"name": broker_set, "lastElection": record})
+        return {**previous, "brokerSets": entries}
+
     async def _apply(self, cycle: Cycle, desired: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """Apply every child in order; return the live StatefulSets by name."""
         live_sets: dict[str, dict[str, Any]] = {}
         for obj in desired:
-            result = await self._io(self.kube.apply, obj)
+            result = await self.io(self.kube.apply, obj)
             if result.wrote:
                 cycle.actions.append(f"{result.action} {describe(obj)}")
             if obj["kind"] == "StatefulSet":
@@ -312,7 +431,7 @@ class Reconciler:
         meta = cycle.bg["metadata"]
         wanted = {(o["kind"], o["metadata"]["name"]) for o in desired}
         holding = {e.get("name") for e in previous.get("brokerSets") or [] if e.get("holdsData")}
-        for obj in await self._io(self.kube.owned, meta["namespace"], meta["name"]):
+        for obj in await self.io(self.kube.owned, meta["namespace"], meta["name"]):
             key = (obj["kind"], obj["metadata"]["name"])
             if key in wanted or not _owned_by(obj, meta["uid"]):
                 continue
@@ -321,7 +440,7 @@ class Reconciler:
                 reason = f"{set_name} holds data; not deleting its StatefulSet"
                 cycle.conditions.append(Condition(conditions.READY, "False", "SetHoldsData", reason))
                 continue
-            if await self._io(self.kube.delete, obj):
+            if await self.io(self.kube.delete, obj):
                 cycle.actions.append(f"deleted {describe(obj)}")
 
     async def _write_status(self, cycle: Cycle, previous: dict[str, Any], new: dict[str, Any]) -> None:
@@ -330,7 +449,7 @@ class Reconciler:
         meta = cycle.bg["metadata"]
         patch = {k: v for k, v in new.items() if previous.get(k) != v}
         patch.update({k: None for k in previous if k not in new})
-        await self._io(self.kube.merge_patch_status, meta["namespace"], meta["name"], patch)
+        await self.io(self.kube.merge_patch_status, meta["namespace"], meta["name"], patch)
         before, after = previous.get("conditions"), new.get("conditions") or []
         for cond in after:
             if cond["type"] == conditions.READY and conditions.transitioned(before, after, conditions.READY):
@@ -348,10 +467,10 @@ class Reconciler:
         *,
         transition_event: str,
     ) -> None:
-        new = status.with_conditions(previous, updates, now=self._now(), generation=generation)
+        new = status.with_conditions(previous, updates, now=self.now(), generation=generation)
         if new != previous:
             meta = cycle.bg["metadata"]
-            await self._io(
+            await self.io(
                 self.kube.merge_patch_status,
                 meta["namespace"],
                 meta["name"],
@@ -370,21 +489,31 @@ class Reconciler:
                 cycle.events.append(events.Event(cond.reason, cond.message, transition_event, severity))
         if cycle.actions:
             cycle.events.insert(0, events.Event("ChildrenApplied", "; ".join(cycle.actions), "Apply"))
-        await self._post_events(cycle)
+        await self.post_events(cycle)
 
-    async def _post_events(self, cycle: Cycle) -> None:
+    async def post_events(self, cycle: Cycle) -> None:
         now = self._clock().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         for event in cycle.events:
             suffix = f"{time.time_ns():x}{secrets.token_hex(2)}"
             body = events.build(event, bg=cycle.bg, now=now, instance=self.settings.instance, suffix=suffix)
             try:
-                await self._io(self.kube.post_event, body)
+                await self.io(self.kube.post_event, body)
             except (
                 ApiException,
                 urllib3.exceptions.HTTPError,
                 OSError,
             ) as exc:  # an Event is a report, not a step: never fail a reconcile over it
                 logger.warning("could not post Event %s: %s", event.reason, exc)
+
+
+def admin_token(secret: dict[str, Any]) -> str | None:
+    """The admin token in `<bg>-controller-auth` (base64 `data`, or `stringData` before the API
+    server encoded it)."""
+    data = secret.get("data") or {}
+    if data.get("adminToken"):
+        return base64.b64decode(data["adminToken"]).decode()
+    token = (secret.get("stringData") or {}).get("adminToken")
+    return str(token) if token else None
 
 
 def _owned_by(obj: dict[str, Any], uid: str) -> bool:

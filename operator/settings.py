@@ -39,8 +39,9 @@ class OperatorSettings(BaseSettings):
     retry_seconds: Annotated[float, Field(ge=0.1, le=600)] = 5.0
     """Delay before retrying a reconcile that could not finish (API error, election pending)."""
     controller_url: str = "http://{name}-controller-api.{namespace}.svc:" + str(names.CONTROLLER_API_PORT)
-    """How the operator reaches a BrokerGroup's controllers; `{name}` and `{namespace}` are filled in.
-    Override only to run the operator outside the cluster."""
+    """How the operator reaches a BrokerGroup's controllers; `{name}`, `{namespace}` and `{cluster_ip}`
+    (the ClusterIP of `<name>-controller-api`) are filled in. Outside the cluster, on a host whose
+    service proxy routes ClusterIPs, use `http://{cluster_ip}:9878`."""
     controller_timeout: Annotated[float, Field(gt=0, le=120)] = 5.0
     """Seconds one controller call may take."""
     instance: str = Field(default_factory=lambda: _hostname())
@@ -60,10 +61,11 @@ class OperatorSettings(BaseSettings):
             if not DNS_LABEL.fullmatch(namespace) or len(namespace) > 63:
                 raise ValueError(f"namespaces: {namespace!r} is not a valid namespace name")
         try:
-            example = self.controller_url.format(name="bg", namespace="ns")
+            example = self.controller_url.format(name="bg", namespace="ns", cluster_ip="10.0.0.1")
         except (KeyError, IndexError, ValueError) as exc:
             raise ValueError(
-                f"controller_url {self.controller_url!r}: only {{name}} and {{namespace}} may be filled in ({exc})"
+                f"controller_url {self.controller_url!r}: only {{name}}, {{namespace}} and {{cluster_ip}} may be "
+                f"filled in ({exc})"
             ) from exc
         if "://" not in example or not example.split("://", 1)[1].strip("/"):
             raise ValueError(f"controller_url {self.controller_url!r} must be a URL like http://host:port")
@@ -71,9 +73,9 @@ class OperatorSettings(BaseSettings):
             raise ValueError(f"metrics_port and liveness_port are both {self.metrics_port}")
         return self
 
-    def controller_address(self, name: str, namespace: str) -> str:
+    def controller_address(self, name: str, namespace: str, *, cluster_ip: str = "") -> str:
         """host:port of the controller API of BrokerGroup `name`."""
-        url = self.controller_url.format(name=name, namespace=namespace)
+        url = self.controller_url.format(name=name, namespace=namespace, cluster_ip=cluster_ip)
         return url.split("://", 1)[-1].rstrip("/")
 
 

@@ -62,6 +62,9 @@ def broker_stateful_set(owner: Owner, spec: BrokerGroupSpec, index: int, config_
         selector=labels.broker_set_selector(bg, index),
         replicas=spec.brokers.replicas,
         config_hash=config_hash,
+        # The operator rolls broker pods itself, slaves first and the master last after an
+        # election (brokergroup.operator.rollout); the StatefulSet controller only recreates them.
+        update_strategy="OnDelete",
     )
 
 

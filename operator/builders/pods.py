@@ -169,6 +169,7 @@ def stateful_set(
     selector: Mapping[str, str],
     replicas: int,
     config_hash: str,
+    update_strategy: str = "RollingUpdate",
 ) -> dict[str, Any]:
     """A StatefulSet of `process` behind the headless Service `name`.
 
@@ -187,7 +188,7 @@ def stateful_set(
             "replicas": replicas,
             "serviceName": name,
             "podManagementPolicy": "Parallel",
-            "updateStrategy": {"type": "RollingUpdate"},
+            "updateStrategy": {"type": update_strategy},
             "selector": {"matchLabels": dict(selector)},
             "template": {
                 "metadata": {"labels": pod_labels, "annotations": {labels.CONFIG_HASH_ANNOTATION: config_hash}},

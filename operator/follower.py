@@ -1,0 +1,315 @@
+"""The follower: one level-triggered loop per BrokerGroup that projects the controller's view onto
+pods (role labels, broker ids, master epochs) and into `status.brokerSets[]`.
+
+Each cycle reads one snapshot (the controller's sync-state data, the set's pods), plans with
+`follow.plan_set` (demotions first) and applies one patch at a time; then it waits on the
+controller's `/v1/events` long-poll, so an election is projected as soon as it commits, and
+resyncs from sync-state data at least every `resync_seconds` and after any gap in the feed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+from brokergroup.operator import conditions, events, follow, labels, names, rollout
+from brokergroup.operator.conditions import Condition
+from brokergroup.operator.controller_link import ControllerLink, ControllerLinkError
+from brokergroup.operator.reconcile import Cycle, Reconciler, admin_token
+from brokergroup.operator.roles import SetView
+from brokergroup.operator.spec import SpecError, parse_spec
+
+logger = logging.getLogger(__name__)
+
+OWNED = ("masterPod", "masterBrokerId", "masterEpoch", "syncStateSet", "syncStateSetEpoch", "replicas")
+"""The `status.brokerSets[]` fields the follower owns; `reconcile` owns the others."""
+
+
+@dataclass
+class FeedCursor:
+    """Where the follower is in the controller's event feed, and when elections committed."""
+
+    after: int = 0
+    primed: bool = False
+    commits: dict[tuple[str, int], tuple[float, str]] = field(default_factory=dict)
+    """(set, master epoch) -> (commit time in seconds since the epoch, the election's reason)."""
+
+    def take(self, feed: dict[str, Any], sets: set[str]) -> bool:
+        """Note new ELECT_MASTER commits; True when the feed had a gap. Every cycle resyncs from
+        sync-state data anyway: the feed only wakes the follower and dates commits, so a gap costs
+        a convergence measurement, never a missed election."""
+        for event in feed.get("events") or []:
+            if event.get("type") == "ELECT_MASTER" and event.get("brokerName") in sets and self.primed:
+                epoch = event.get("masterEpoch")
+                if isinstance(epoch, int):
+                    self.commits[(event["brokerName"], epoch)] = (event["ts"] / 1000.0, str(event.get("reason") or ""))
+        returned = [int(e["index"]) for e in feed.get("events") or [] if isinstance(e.get("index"), int)]
+        gap = bool(feed.get("truncated")) or int(feed.get("lastIndex") or 0) < self.after
+        # A page holds at most 1000 records: continue after the last one returned, not lastIndex.
+        self.after = max(returned) if returned else int(feed.get("lastIndex") or self.after)
+        self.primed = True
+        return gap
+
+
+class Follower:
+    def __init__(self, reconciler: Reconciler) -> None:
+        self.r = reconciler
+        self.kube = reconciler.kube
+        self.metrics = reconciler.metrics
+        self.settings = reconciler.settings
+
+    async def run(self, namespace: str, name: str, stopped: Callable[[float], Awaitable[bool]]) -> None:
+        """Follow until `stopped(timeout)` returns True (kopf's daemon stop flag, waited on)."""
+        cursor = FeedCursor()
+        while True:
+            try:
+                link_info = await self.cycle(namespace, name, cursor)
+            except Exception:
+                logger.exception("follower %s/%s: cycle failed", namespace, name)
+                link_info = None
+            if link_info is None:
+                if await stopped(self.settings.retry_seconds):
+                    return
+                continue
+            link, sets = link_info
+            try:
+                feed = await link.events(after=cursor.after, wait_seconds=int(self.settings.resync_seconds))
+                cursor.take(feed, sets)
+            except ControllerLinkError as exc:
+                logger.info("follower %s/%s: event feed: %s", namespace, name, exc)
+                if await stopped(self.settings.retry_seconds):
+                    return
+            if await stopped(0):
+                return
+
+    async def cycle(self, namespace: str, name: str, cursor: FeedCursor) -> tuple[ControllerLink, set[str]] | None:
+        """One projection; returns the link and the set names to long-poll, or None to retry later."""
+        async with self.r.lock(namespace, name):
+            bg = await self.r.io(self.kube.get_brokergroup, namespace, name)
+            if bg is None or bg["metadata"].get("deletionTimestamp"):
+                return None
+            annotations = bg["metadata"].get("annotations") or {}
+            if str(annotations.get(labels.PAUSE_ANNOTATION, "")).strip().lower() == "true":
+                return None
+            try:
+                spec = parse_spec(bg.get("spec") or {})
+            except SpecError:
+                return None
+            secret = await self.r.io(self.kube.get, "v1", "Secret", namespace, names.controller_auth(name))
+            token = admin_token(secret) if secret else None
+            link = await self.r.link(namespace, name, token)
+            sets = [names.broker_set(name, i) for i in range(spec.brokers.sets)]
+            previous = dict(bg.get("status") or {})
+            try:
+                views = await link.views(sets)
+            except ControllerLinkError as exc:
+                await self._no_quorum(bg, previous, str(exc))
+                return None
+            await self._project(bg, previous, sets, views, cursor, link)
+            return link, set(sets)
+
+    async def _no_quorum(self, bg: dict[str, Any], previous: dict[str, Any], error: str) -> None:
+        """Keep the last known labels; say so in status and (on the transition) in an Event."""
+        cond = Condition(
+            conditions.CONTROLLER_QUORUM,
+            "False",
+            "ControllerUnreachable",
+            f"the controller did not answer ({error}); role labels keep their last known values",
+        )
+        await self._write(bg, previous, {}, [cond], [])
+
+    async def _project(
+        self,
+        bg: dict[str, Any],
+        previous: dict[str, Any],
+        sets: list[str],
+        views: dict[str, SetView],
+        cursor: FeedCursor,
+        link: ControllerLink,
+    ) -> None:
+        meta = bg["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        selector = f"app.kubernetes.io/instance={name},app.kubernetes.io/component={labels.COMPONENT_BROKER}"
+        raw_pods = await self.r.io(self.kube.find, "v1", "Pod", namespace, selector)
+        pods = [follow.PodMeta.of(p) for p in raw_pods]
+        old_entries = {e.get("name"): e for e in previous.get("brokerSets") or []}
+        notes: list[events.Event] = []
+        stale = 0
+        for sts in sets:
+            view = views.get(sts)
+            set_pods = [p for p in pods if p.labels.get(labels.BROKER_SET_LABEL) == sts]
+            steps = follow.plan_set(view, set_pods)
+            failed = await self._apply(namespace, steps)
+            stale += failed
+            if view is None:
+                continue
+            old = old_entries.get(sts) or {}
+            if (
+                steps
+                and view.master_pod
+                and (old.get("masterPod"), old.get("masterEpoch"))
+                != (
+                    view.master_pod,
+                    view.master_epoch,
+                )
+            ):
+                self._converged(sts, view, cursor)
+            notes.extend(transitions(sts, old, follow.set_status(view)))
+            if not steps and not failed:
+                set_raw = [
+                    p for p in raw_pods if (p["metadata"].get("labels") or {}).get(labels.BROKER_SET_LABEL) == sts
+                ]
+                notes.extend(await self._roll(namespace, sts, set_raw, view, link))
+        self.metrics.stale_role_labels.labels(namespace, name).set(stale)
+        entries = merged_entries(previous, sets, views)
+        without = [s for s in sets if not (views.get(s) and views[s].master_pod)]
+        conds = [
+            Condition(conditions.CONTROLLER_QUORUM, "True", "ControllerAnswered", "the controller answered"),
+            Condition(
+                conditions.MASTERS_ELECTED,
+                "False" if without else "True",
+                "NoMaster" if without else "AllSetsHaveAMaster",
+                f"no master in {', '.join(without)}" if without else f"{len(sets)} of {len(sets)} sets have a master",
+            ),
+            Condition(
+                conditions.ROLE_LABELS_CONVERGED,
+                "False" if stale else "True",
+                "PatchFailed" if stale else "LabelsMatchController",
+                f"{stale} pod label patches failed; retrying" if stale else "pod role labels match the controller",
+            ),
+        ]
+        await self._write(bg, previous, {"brokerSets": entries}, conds, notes)
+
+    async def _roll(
+        self, namespace: str, sts: str, pods: list[dict[str, Any]], view: SetView, link: ControllerLink
+    ) -> list[events.Event]:
+        """One step of a master-last roll of `sts`, if its pods are out of date (see `rollout`)."""
+        live = await self.r.io(self.kube.get, "apps/v1", "StatefulSet", namespace, sts)
+        if live is None or (live.get("spec") or {}).get("updateStrategy", {}).get("type") != "OnDelete":
+            return []
+        step = rollout.plan(
+            sts,
+            replicas=int((live.get("spec") or {}).get("replicas") or 0),
+            update_revision=(live.get("status") or {}).get("updateRevision"),
+            pods=[rollout.PodState.of(p) for p in pods],
+            view=view,
+        )
+        if isinstance(step, rollout.DeletePod):
+            pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": step.pod, "namespace": namespace}}
+            await self.r.io(self.kube.delete, pod)
+            self.metrics.rollout_steps.labels("delete_pod").inc()
+            return [events.Event("RollingPod", step.why, "Rollout")]
+        if isinstance(step, rollout.ElectUpdated):
+            try:
+                answer = await link.elect(sts, step.target_broker_id)
+            except ControllerLinkError as exc:
+                self.metrics.elections_requested.labels("rollout", "failed").inc()
+                return [events.Event("RolloutElectionFailed", f"{sts}: {exc}", "Rollout", "Warning")]
+            self.metrics.elections_requested.labels("rollout", "ok").inc()
+            self.metrics.rollout_steps.labels("elect").inc()
+            return [
+                events.Event(
+                    "ElectedForRollout",
+                    f"{sts}: master {step.master_pod} rolls last; the controller elected {step.target_pod} "
+                    f"(broker {answer.master_broker_id}, epoch {answer.master_epoch})",
+                    "Rollout",
+                )
+            ]
+        if isinstance(step, rollout.Wait):
+            logger.debug("%s", step.reason)
+        return []
+
+    async def _apply(self, namespace: str, steps: list[follow.LabelStep]) -> int:
+        """Apply steps in order (demotions come first); stop at the first failure. Returns failures."""
+        for index, step in enumerate(steps):
+            try:
+                await self.r.io(self.kube.merge_patch, "v1", "Pod", namespace, step.pod, step.patch())
+            except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:  # re-planned next cycle
+                logger.warning("label step failed (%s): %s", step.why, exc)
+                return len(steps) - index
+            logger.info("%s", step.why)
+        return 0
+
+    def _converged(self, sts: str, view: SetView, cursor: FeedCursor) -> None:
+        committed = cursor.commits.pop((sts, view.master_epoch), None)
+        reason = "observed"
+        if committed is not None:
+            at, reason = committed
+            self.metrics.label_convergence.observe(max(0.0, time.time() - at))
+        self.metrics.elections.labels(sts, reason or "observed").inc()
+
+    async def _write(
+        self,
+        bg: dict[str, Any],
+        previous: dict[str, Any],
+        fields: dict[str, Any],
+        conds: list[Condition],
+        notes: list[events.Event],
+    ) -> None:
+        meta = bg["metadata"]
+        generation = int(meta.get("generation") or 1)
+        merged = conditions.merge(previous.get("conditions"), conds, now=self.r.now(), generation=generation)
+        new = {**previous, **fields, "conditions": merged}
+        if "brokerSets" in fields:
+            sets = list(fields["brokerSets"])
+            new["masters"] = f"{sum(1 for e in sets if e.get('masterPod'))}/{len(sets)}"
+        patch = {k: v for k, v in new.items() if previous.get(k) != v}
+        if patch:
+            await self.r.io(self.kube.merge_patch_status, meta["namespace"], meta["name"], patch)
+        for cond in conds:
+            if cond.type == conditions.CONTROLLER_QUORUM and conditions.transitioned(
+                previous.get("conditions"), merged, cond.type
+            ):
+                kind: Literal["Normal", "Warning"] = "Normal" if cond.status == "True" else "Warning"
+                notes.append(events.Event(cond.reason, cond.message, "FollowController", kind))
+        if notes:
+            cycle = Cycle(bg=bg, events=notes)
+            await self.r.post_events(cycle)
+
+
+def merged_entries(previous: dict[str, Any], sets: list[str], views: dict[str, SetView]) -> list[dict[str, Any]]:
+    """status.brokerSets with the follower's fields from `views`; a set without a view keeps its
+    last known fields. Entries of sets outside the spec are kept as `reconcile` left them."""
+    old = {e.get("name"): e for e in previous.get("brokerSets") or []}
+    out: list[dict[str, Any]] = []
+    for sts in sets:
+        entry = dict(old.get(sts) or {"name": sts})
+        view = views.get(sts)
+        if view is not None:
+            entry = {k: v for k, v in entry.items() if k not in OWNED} | follow.set_status(view)
+        out.append(entry)
+    out.extend(e for e in previous.get("brokerSets") or [] if e.get("name") not in sets)
+    return out
+
+
+def transitions(sts: str, old: dict[str, Any], new: dict[str, Any]) -> list[events.Event]:
+    """MasterElected / MasterLost / SyncStateSetChanged between two status entries of a set."""
+    out: list[events.Event] = []
+    was, now = old.get("masterPod"), new.get("masterPod")
+    if now and (now, new.get("masterEpoch")) != (was, old.get("masterEpoch")) and now != was:
+        out.append(
+            events.Event(
+                "MasterElected",
+                f"{sts}: {now} is master (broker {new.get('masterBrokerId')}, epoch {new.get('masterEpoch')})"
+                + (f", was {was}" if was else ""),
+                "FollowController",
+            )
+        )
+    elif was and not now:
+        out.append(events.Event("MasterLost", f"{sts}: no master (was {was})", "FollowController", "Warning"))
+    if "syncStateSet" in old and old.get("syncStateSet") != new.get("syncStateSet"):
+        out.append(
+            events.Event(
+                "SyncStateSetChanged",
+                f"{sts}: sync-state-set {old.get('syncStateSet')} -> {new.get('syncStateSet')} "
+                f"(epoch {new.get('syncStateSetEpoch')})",
+                "FollowController",
+            )
+        )
+    return out
