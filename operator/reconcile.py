@@ -139,6 +139,7 @@ class Reconciler:
         meta = bg["metadata"]
         name, namespace, generation = meta["name"], meta["namespace"], int(meta.get("generation") or 1)
         previous: dict[str, Any] = dict(bg.get("status") or {})
+        stored = previous  # what the API holds: the status write is a diff against this
         cycle = Cycle(bg=bg)
 
         pause = (meta.get("annotations") or {}).get(labels.PAUSE_ANNOTATION)
@@ -212,7 +213,7 @@ class Reconciler:
             extra_conditions=cycle.conditions,
             now=self.now(),
         )
-        await self._write_status(cycle, previous, new_status)
+        await self._write_status(cycle, stored, new_status)
         self.metrics.ready.labels(namespace, name).set(
             1 if (conditions.find(new_status["conditions"], conditions.READY) or {}).get("status") == "True" else 0
         )

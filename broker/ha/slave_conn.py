@@ -124,6 +124,13 @@ class SlaveConnection:
                 f"master's last epoch {frame.master_last_epoch} is older than epoch {newest_known} "
                 "known here: a stale master, nothing truncated"
             )
+        if local and store.max_offset == store.min_offset:
+            # An empty log's epoch entries claim no bytes (e.g. epoch 1 began at 0 and nothing was
+            # written before the master changed): nothing to compare, nothing to lose. Drop them
+            # and replicate from scratch, or no epoch would ever match the new master's.
+            logger.info("empty log with epochs %s: replicating from scratch", _show(local))
+            store.truncate(store.min_offset)
+            local = ()
         if not local:
             if store.max_offset > store.min_offset:
                 logger.warning(

@@ -16,6 +16,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from tests.e2e.kubeenv import PROJECT_CRDS, Binaries, ControlPlane, eventually
+from tests.e2e.kubelet import Kubelet, missing_requirements
 
 HERE = Path(__file__).parent
 
@@ -29,8 +30,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.filterwarnings("ignore:unclosed <ssl.SSLSocket:ResourceWarning"))
 
 
-def _missing(what: str) -> None:
-    message = f"the e2e tier needs {what}: build them with `bash scripts/k8s-bins`"
+def _missing(what: str, message: str | None = None) -> None:
+    message = message or f"the e2e tier needs {what}: build them with `bash scripts/k8s-bins`"
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         pytest.fail(f"CI=true but {message}")
     pytest.skip(f"{message} (local run; under CI=true this fails instead)")
@@ -110,3 +111,17 @@ def helm(control_plane: ControlPlane) -> Callable[..., subprocess.CompletedProce
     if control_plane.binaries.missing(helm=True):
         _missing(str(control_plane.binaries.helm))
     return control_plane.helm
+
+
+@pytest.fixture
+def kubelet(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Kubelet]:
+    """The test kubelet (tests/e2e/kubelet) running the pods of `namespace` as local processes, each in its own
+    network namespace on 10.88.0.0/16, with a service proxy for ClusterIPs. Stopped after the test, even a
+    failed one: every pod process is killed, the pods' objects are deleted, and every network namespace,
+    link, nftables table and hosts file it made is removed. Needs root, `ip` and `nft` (skipped without them,
+    failed under CI=true)."""
+    missing = missing_requirements()
+    if missing:
+        _missing("", "the test kubelet needs " + ", ".join(missing))
+    with Kubelet(control_plane.admin_kubeconfig, namespace, tmp_path / "kubelet") as running:
+        yield running

@@ -133,6 +133,21 @@ def test_an_empty_epoch_the_master_never_had_is_dropped_without_cutting_the_log(
     assert slave.content() == master.content()
 
 
+def test_an_empty_log_follows_a_new_master_whose_epoch_starts_at_the_same_offset() -> None:
+    # Found by the operator's e2e roll: a set that never took a message elects another master; the
+    # new master's epoch 2 begins at 0 like the slaves' epoch 1, and no epoch is common.
+    master = FakeLog()
+    master.new_epoch(2)
+    slave = FakeLog()
+    slave.new_epoch(1)
+    pipe = Pipe(master, slave, expected_epoch=2)
+    pipe.pump()
+    master.put(*records(2))
+    pipe.pump()
+    assert slave.epoch_starts() == master.epoch_starts()
+    assert slave.content() == master.content()
+
+
 def test_no_consistent_point_is_an_error_and_changes_nothing() -> None:
     master = log_with((1, records(2)), (3, records(2)))
     slave = log_with((2, records(4)))

@@ -1,0 +1,291 @@
+"""The operator following real elections: a BrokerGroup of 3 controllers and 2 sets x 3 brokers,
+every process started by the test kubelet from the pod specs the operator wrote.
+
+One test, in phases over the same group (it takes a minute to come up): election, forced
+election through the annotation with messages produced through the master Service before and
+after, kill -9 of a master's process, and a master-last rolling update. A watch records every
+pod label change; at no point may two pods of a set carry `role=master`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import kubernetes
+import pytest
+from kubernetes.dynamic import DynamicClient
+
+from brokergroup.broker.client import Consumer, MasterFinder, Producer
+from tests.e2e.kubeenv import ControlPlane, eventually
+from tests.e2e.operator.conftest import OperatorProcess
+from tests.e2e.operator.test_children import brokergroup, event_reasons, get, manifest
+
+ROLE = "brokergroup.io/role"
+SET = "brokergroup.io/broker-set"
+BG = "follow"
+SETS = (f"{BG}-broker-0", f"{BG}-broker-1")
+
+
+@dataclass
+class LabelLog:
+    """Every role-label change of the group's broker pods, in the API server's order."""
+
+    changes: list[tuple[float, str, str, str | None]] = field(default_factory=list)
+    """(monotonic time, set, pod, role)."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def masters_over_time(self) -> list[tuple[float, str, list[str]]]:
+        roles: dict[str, tuple[str, str | None]] = {}
+        out = []
+        with self.lock:
+            for at, sts, pod, role in self.changes:
+                roles[pod] = (sts, role)
+                for s in SETS:
+                    out.append((at, s, sorted(p for p, (ps, r) in roles.items() if ps == s and r == "master")))
+        return out
+
+    def first_master_since(self, sts: str, since: float, other_than: str) -> float | None:
+        with self.lock:
+            for at, s, pod, role in self.changes:
+                if at >= since and s == sts and role == "master" and pod != other_than:
+                    return at
+        return None
+
+
+def watch_labels(api: kubernetes.client.ApiClient, namespace: str, log: LabelLog) -> None:
+    core = kubernetes.client.CoreV1Api(api)
+    seen: dict[str, str | None] = {}
+    version = None
+    while not log.stop.is_set():
+        stream = kubernetes.watch.Watch()
+        try:
+            for event in stream.stream(
+                core.list_namespaced_pod,
+                namespace,
+                label_selector="app.kubernetes.io/component=broker",
+                resource_version=version,
+                timeout_seconds=5,
+            ):
+                pod = event["object"]
+                version = pod.metadata.resource_version
+                name = pod.metadata.name
+                role = (pod.metadata.labels or {}).get(ROLE) if event["type"] != "DELETED" else None
+                if seen.get(name, "unset") != role:
+                    seen[name] = role
+                    with log.lock:
+                        log.changes.append((time.monotonic(), (pod.metadata.labels or {}).get(SET, ""), name, role))
+                if log.stop.is_set():
+                    break
+        except kubernetes.client.exceptions.ApiException as exc:
+            if exc.status == 410:
+                version = None
+                continue
+            raise
+        finally:
+            stream.stop()
+
+
+@pytest.fixture
+def label_log(kube_api: kubernetes.client.ApiClient, namespace: str) -> Iterator[LabelLog]:
+    log = LabelLog()
+    thread = threading.Thread(target=watch_labels, args=(kube_api, namespace, log), daemon=True)
+    thread.start()
+    yield log
+    log.stop.set()
+    thread.join(timeout=10)
+
+
+def set_status(dyn: DynamicClient, namespace: str, sts: str) -> dict[str, Any]:
+    entries = (brokergroup(dyn, namespace, BG).get("status") or {}).get("brokerSets") or []
+    return next((e for e in entries if e.get("name") == sts), {})
+
+
+def labelled_masters(dyn: DynamicClient, namespace: str, sts: str) -> list[str]:
+    pods = dyn.resources.get(api_version="v1", kind="Pod").get(namespace=namespace, label_selector=f"{SET}={sts}")
+    return sorted(p.metadata.name for p in pods.items if (p.metadata.labels or {}).get(ROLE) == "master")
+
+
+def master_service_ip(dyn: DynamicClient, namespace: str, sts: str) -> str:
+    svc = get(dyn, "v1", "Service", namespace, f"{sts}-master")
+    assert svc is not None
+    return str(svc["spec"]["clusterIP"])
+
+
+def condition(dyn: DynamicClient, namespace: str, type_: str) -> dict[str, Any]:
+    conds = (brokergroup(dyn, namespace, BG).get("status") or {}).get("conditions") or []
+    return next((c for c in conds if c["type"] == type_), {})
+
+
+async def produce(address: str, sts: str, bodies: list[bytes]) -> None:
+    async with aiohttp.ClientSession() as session:
+        producer = Producer(MasterFinder(broker_name=sts, master_address=address), session=session, deadline_s=60)
+        for body in bodies:
+            await producer.send("orders", [body])
+
+
+async def consume_all(address: str, sts: str) -> list[bytes]:
+    async with aiohttp.ClientSession() as session:
+        consumer = Consumer(MasterFinder(broker_name=sts, master_address=address), group="e2e", session=session)
+        out: list[bytes] = []
+        while batch := await consumer.poll("orders", max_count=256):
+            out.extend(m.body for m in batch)
+        return out
+
+
+def rollout_state(dyn: DynamicClient, namespace: str) -> str:
+    lines = [f"events: {event_reasons(dyn, namespace, BG)}"]
+    for s in SETS:
+        live = get(dyn, "apps/v1", "StatefulSet", namespace, s) or {}
+        lines.append(f"{s}: update {(live.get('status') or {}).get('updateRevision')} status {live.get('status')}")
+        for p in (
+            dyn.resources.get(api_version="v1", kind="Pod").get(namespace=namespace, label_selector=f"{SET}={s}").items
+        ):
+            ready = [c.status for c in (p.status.conditions or []) if c.type == "Ready"]
+            lines.append(
+                f"  {p.metadata.name} {(p.metadata.labels or {}).get('controller-revision-hash')} "
+                f"role={(p.metadata.labels or {}).get(ROLE)} ready={ready} del={p.metadata.deletionTimestamp}"
+            )
+    lines.append(json.dumps(brokergroup(dyn, namespace, BG).get("status"), indent=1)[:3000])
+    return "\n".join(lines)
+
+
+def converged(dyn: DynamicClient, namespace: str, sts: str) -> str | None:
+    """The master pod once status, labels and the controller's view agree on exactly one."""
+    entry = set_status(dyn, namespace, sts)
+    masters = labelled_masters(dyn, namespace, sts)
+    if entry.get("masterPod") and masters == [entry["masterPod"]]:
+        return str(entry["masterPod"])
+    return None
+
+
+@pytest.mark.timeout(900)
+def test_labels_and_master_services_follow_elections_failover_and_a_master_last_roll(
+    control_plane: ControlPlane,
+    namespace: str,
+    kubelet: Any,
+    start_operator: Any,
+    dyn: DynamicClient,
+    label_log: LabelLog,
+) -> None:
+    operator: OperatorProcess = start_operator("http://{cluster_ip}:9878")
+    control_plane.kubectl(
+        "apply",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        input=manifest(
+            BG,
+            {
+                "controller": {"replicas": 3, "heartbeatTimeoutSeconds": 10},
+                "brokers": {"sets": 2, "replicas": 3, "replication": "Sync", "minInSyncReplicas": 2},
+            },
+        ),
+    )
+    started = time.monotonic()
+
+    # -- election --------------------------------------------------------------------------------
+    eventually("every pod Ready", lambda: condition(dyn, namespace, "Ready").get("status") == "True", timeout=240)
+    eventually(
+        "MastersElected", lambda: condition(dyn, namespace, "MastersElected").get("status") == "True", timeout=60
+    )
+    masters = {
+        sts: eventually(f"{sts} converged", lambda s=sts: converged(dyn, namespace, s), timeout=60) for sts in SETS
+    }
+    print(f"\ngroup up and labelled in {time.monotonic() - started:.1f} s: {masters}")
+    for sts in SETS:
+        slices = dyn.resources.get(api_version="discovery.k8s.io/v1", kind="EndpointSlice").get(
+            namespace=namespace, label_selector=f"kubernetes.io/service-name={sts}-master"
+        )
+        ips = [a for s in slices.items for e in (s.endpoints or []) for a in e.addresses]
+        assert ips == [kubelet.pod_ip(masters[sts])], f"{sts}-master selects {ips}"
+    assert brokergroup(dyn, namespace, BG)["status"]["masters"] == "2/2"
+
+    # -- forced election, with messages through the master Service before and after ------------------
+    sts = SETS[0]
+    address = f"{master_service_ip(dyn, namespace, sts)}:10911"
+    before = [f"before-{i}".encode() for i in range(20)]
+    asyncio.run(produce(address, sts, before))
+    target = next(p for p in set_status(dyn, namespace, sts)["syncStateSet"] if p != masters[sts])
+    control_plane.kubectl("annotate", "-n", namespace, "bg", BG, f"brokergroup.io/elect-master={target}")
+    asked = time.monotonic()
+    eventually("label moved to the target", lambda: converged(dyn, namespace, sts) == target, timeout=60)
+    print(f"forced election: label on {target} {time.monotonic() - asked:.2f} s after the annotation")
+    record = set_status(dyn, namespace, sts)["lastElection"]
+    assert record["target"] == target and record["result"] == "Elected", record
+    assert record["masterEpoch"] == set_status(dyn, namespace, sts)["masterEpoch"]
+    annotations = brokergroup(dyn, namespace, BG)["metadata"].get("annotations") or {}
+    assert "brokergroup.io/elect-master" not in annotations
+    after = [f"after-{i}".encode() for i in range(20)]
+    asyncio.run(produce(address, sts, after))
+    assert asyncio.run(consume_all(address, sts)) == before + after
+
+    # -- failover: kill -9 of the master's process ------------------------------------------------
+    old = converged(dyn, namespace, sts)
+    assert old == target
+    killed = time.monotonic()
+    kubelet.kill(old, signal.SIGKILL)
+    new = eventually("a new master labelled", lambda: (m := converged(dyn, namespace, sts)) != old and m, timeout=60)
+    labelled_at = label_log.first_master_since(sts, killed, other_than=old)
+    assert labelled_at is not None
+    print(f"failover: kill -9 {old} -> role=master on {new} in {labelled_at - killed:.3f} s")
+    assert "MasterElected" in event_reasons(dyn, namespace, BG)
+
+    # -- master-last rolling update ------------------------------------------------------------------
+    masters = {s: converged(dyn, namespace, s) for s in SETS}
+    rolled = time.monotonic()
+    control_plane.kubectl(
+        "patch",
+        "-n",
+        namespace,
+        "bg",
+        BG,
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": {"brokers": {"resources": {"requests": {"cpu": "260m", "memory": "512Mi"}}}}}),
+    )
+
+    def all_updated() -> bool:
+        for s in SETS:
+            live = get(dyn, "apps/v1", "StatefulSet", namespace, s) or {}
+            revision = (live.get("status") or {}).get("updateRevision")
+            pods = dyn.resources.get(api_version="v1", kind="Pod").get(namespace=namespace, label_selector=f"{SET}={s}")
+            if not revision or len(pods.items) != 3:
+                return False
+            if any((p.metadata.labels or {}).get("controller-revision-hash") != revision for p in pods.items):
+                return False
+        return condition(dyn, namespace, "Ready").get("status") == "True"
+
+    try:
+        eventually("both sets rolled", all_updated, timeout=300)
+    except AssertionError:
+        print(rollout_state(dyn, namespace), "\n", operator.log())
+        for s in SETS:
+            for i in range(3):
+                print(f"--- {s}-{i}\n" + "\n".join(kubelet.logs(f"{s}-{i}").splitlines()[-15:]))
+        raise
+    print(f"master-last roll of 2 sets x 3 replicas: {time.monotonic() - rolled:.1f} s")
+    reasons = event_reasons(dyn, namespace, BG)
+    assert reasons.count("ElectedForRollout") >= 2, reasons
+    for s in SETS:
+        assert converged(dyn, namespace, s) not in (None, masters[s]), f"{s}: the master did not hand over"
+
+    # -- never two masters ------------------------------------------------------------------------
+    doubles = [(at, s, pods) for at, s, pods in label_log.masters_over_time() if len(pods) > 1]
+    assert doubles == [], doubles[:3]
+    convergence = operator.metric("brokergroup_role_label_convergence_seconds_sum")
+    count = operator.metric("brokergroup_role_label_convergence_seconds_count")
+    print(
+        f"label convergence from the controller's commit: {count:.0f} elections, "
+        f"mean {convergence / max(count, 1):.3f} s"
+    )
+    assert count >= 1
