@@ -10,7 +10,9 @@ slave, so nothing mounted here shows on the host) and bind-mounted /etc/netns/<n
 3. opens every volume folder first and bind-mounts it from its file descriptor (`/proc/self/fd/N`), so that a
    mount over, say, /tmp cannot hide the source of a later mount that lives under /tmp; `readOnly` remounts the
    bind read-only; `readOnlyRootFilesystem` remounts / read-only (in this mount namespace only);
-4. changes to `workingDir` and execs the container's command with exactly its environment (PATH of that
+4. re-binds, read-only, the project checkout (`keep`: our stand-in for the image) where a volume hid it,
+   e.g. a clone under /tmp below the pod's /tmp emptyDir;
+5. changes to `workingDir` and execs the container's command with exactly its environment (PATH of that
    environment resolves the executable), keeping the pid the kubelet knows.
 
 Standard library only: it runs before anything of the project is importable in the container's view.
@@ -59,6 +61,7 @@ def main() -> None:
     if libc.mount(b"shm", b"/dev/shm", b"tmpfs", flags, b"mode=1777,size=65536k") != 0:
         fail(f"mount tmpfs on /dev/shm: {os.strerror(ctypes.get_errno())}")
     mounts = spec["mounts"]
+    keep = [(path, os.open(path, os.O_PATH | os.O_CLOEXEC)) for path in spec.get("keep", [])]
     fds = [os.open(mount["source"], os.O_PATH | os.O_CLOEXEC) for mount in mounts]
     for mount, fd in zip(mounts, fds, strict=True):
         target = mount["target"].encode()
@@ -67,6 +70,16 @@ def main() -> None:
         if mount["readOnly"] and libc.mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY, None) != 0:
             fail(f"remount {mount['target']} read-only: {os.strerror(ctypes.get_errno())}")
     for fd in fds:
+        os.close(fd)
+    # The stand-in image (the checkout the installed code runs from), read-only, where a volume hid it.
+    for path, fd in keep:
+        if any(path == m["target"] or path.startswith(m["target"].rstrip("/") + "/") for m in mounts):
+            os.makedirs(path, exist_ok=True)
+            target = path.encode()
+            if libc.mount(f"/proc/self/fd/{fd}".encode(), target, None, MS_BIND | MS_REC, None) != 0:
+                fail(f"bind the image {path}: {os.strerror(ctypes.get_errno())}")
+            if libc.mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY, None) != 0:
+                fail(f"remount the image {path} read-only: {os.strerror(ctypes.get_errno())}")
         os.close(fd)
     # securityContext.readOnlyRootFilesystem: the root mount of this mount namespace only; the volumes and the
     # hosts files are mounts of their own and keep their flags, as in a container.

@@ -30,6 +30,8 @@ from tests.e2e.kubelet.volumes import MountPoints, PodVolumes
 
 logger = logging.getLogger(__name__)
 LAUNCH = Path(__file__).with_name("launch.py")
+IMAGE_ROOT = Path(__file__).resolve().parents[3]
+"""The repository root: the editable install of brokergroup, our stand-in for the container image."""
 INITIAL_BACKOFF = 0.5
 MAX_BACKOFF = 5.0
 BACKOFF_RESET_AFTER = 10.0
@@ -257,6 +259,9 @@ class ContainerRunner:
             "parent": os.getpid(),
             "hostname": env["HOSTNAME"],
             "mounts": [{"source": str(m.source), "target": m.target, "readOnly": m.read_only} for m in mounts],
+            # The "image": the checkout the installed `brokergroup` runs from stays visible even when a
+            # volume (the /tmp emptyDir) is mounted over the folder it lives in (a clone under /tmp).
+            "keep": [str(IMAGE_ROOT)],
             "readOnlyRoot": bool((self.spec.get("securityContext") or {}).get("readOnlyRootFilesystem")),
             "cwd": self.spec.get("workingDir") or "/",
             "argv": argv,
