@@ -1,0 +1,89 @@
+"""`kubectl annotate bg … brokergroup.io/elect-master=<pod>` with bad values: each is refused with an
+Event (and, when it names a set, `lastElection` in status), the annotation is removed, and the
+controller's master does not move. Real controllers on 127.0.0.1 stand in for the controller pods;
+the set's replicas register under their pod DNS names."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kubernetes.dynamic import DynamicClient
+
+from brokergroup.controller import protocol
+from brokergroup.controller.client import ControllerClient
+from brokergroup.local.controllers import ControllerGroup
+from tests.e2e.kubeenv import ControlPlane, eventually
+from tests.e2e.operator.test_children import brokergroup, event_reasons, manifest, observed
+from tests.e2e.operator.test_scale_down import _secret_yaml, master_id, register_set
+
+ANNOTATION = "brokergroup.io/elect-master"
+
+
+def last_election(dyn: DynamicClient, namespace: str, bg: str, sts: str) -> dict[str, Any]:
+    entries = (brokergroup(dyn, namespace, bg).get("status") or {}).get("brokerSets") or []
+    return next((e.get("lastElection") or {} for e in entries if e.get("name") == sts), {})
+
+
+def answered(dyn: DynamicClient, namespace: str, bg: str) -> bool:
+    return ANNOTATION not in (brokergroup(dyn, namespace, bg)["metadata"].get("annotations") or {})
+
+
+async def shrink_sync_state_set(group: ControllerGroup, sts: str, master: int, members: list[int]) -> None:
+    async with ControllerClient(group.api_addresses) as client:
+        info = await client.replica_info(sts)
+        await client.alter_sync_state_set(
+            protocol.AlterSyncStateSetRequest(
+                broker_name=sts,
+                master_broker_id=master,
+                master_epoch=info.master_epoch,
+                sync_state_set=members,
+                sync_state_set_epoch=info.sync_state_set_epoch,
+            )
+        )
+
+
+def test_bad_elect_master_values_are_refused_recorded_and_change_nothing(
+    control_plane: ControlPlane, namespace: str, start_operator: Any, dyn: DynamicClient, controllers: ControllerGroup
+) -> None:
+    bg = "pick"
+    sts = f"{bg}-broker-0"
+    control_plane.kubectl("apply", "-n", namespace, "-f", "-", input=_secret_yaml(bg, namespace, controllers.password))
+    start_operator(f"http://{controllers.api_addresses[0]}")
+    control_plane.kubectl("apply", "-n", namespace, "-f", "-", input=manifest(bg, {"brokers": {"replicas": 3}}))
+    eventually("first reconcile", lambda: observed(dyn, namespace, bg), timeout=60)
+    ids = asyncio.run(register_set(controllers, bg, namespace, master_ordinal=0))
+    asyncio.run(shrink_sync_state_set(controllers, sts, ids[0], [ids[0], ids[1]]))  # pod 2 falls out of sync
+
+    cases = [
+        (f"{bg}-broker-0-7", "UnknownPod"),  # an ordinal beyond replicas
+        (f"{bg}-broker-0-2", "NotInSyncStateSet"),  # registered and alive, but not in sync; unclean is off
+    ]
+    for value, reason in cases:
+        control_plane.kubectl("annotate", "-n", namespace, "bg", bg, f"{ANNOTATION}={value}", "--overwrite")
+        eventually(f"{value} answered", lambda: answered(dyn, namespace, bg), timeout=30)
+        record = eventually(
+            f"{value} recorded",
+            lambda v=value: (r := last_election(dyn, namespace, bg, sts)).get("request") == v and r,
+            timeout=30,
+        )
+        assert record["result"] == "Refused" and record["reason"] == reason, record
+        assert master_id(controllers, bg) == ids[0], f"{value} moved the master"
+
+    # A value naming no set of this group: an Event, the annotation removed, nothing else.
+    control_plane.kubectl("annotate", "-n", namespace, "bg", bg, f"{ANNOTATION}=other-broker-0-1", "--overwrite")
+    eventually("garbage answered", lambda: answered(dyn, namespace, bg), timeout=30)
+    assert event_reasons(dyn, namespace, bg).count("ElectMasterRefused") == 3
+    assert master_id(controllers, bg) == ids[0]
+
+    # A good value is obeyed, and asking again is harmless.
+    target = f"{bg}-broker-0-1"
+    for expected in ("Elected", "AlreadyMaster"):
+        control_plane.kubectl("annotate", "-n", namespace, "bg", bg, f"{ANNOTATION}={target}", "--overwrite")
+        record = eventually(
+            f"{expected} recorded",
+            lambda e=expected: (r := last_election(dyn, namespace, bg, sts)).get("result") == e and r,
+            timeout=30,
+        )
+        assert record["target"] == target
+        assert master_id(controllers, bg) == ids[1]
