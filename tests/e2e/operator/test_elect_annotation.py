@@ -87,3 +87,41 @@ def test_bad_elect_master_values_are_refused_recorded_and_change_nothing(
         )
         assert record["target"] == target
         assert master_id(controllers, bg) == ids[1]
+
+
+def labels_of(dyn: DynamicClient, namespace: str, sts: str) -> dict[str, str | None]:
+    pods = dyn.resources.get(api_version="v1", kind="Pod").get(
+        namespace=namespace, label_selector=f"brokergroup.io/broker-set={sts}"
+    )
+    return {p.metadata.name: (p.metadata.labels or {}).get("brokergroup.io/role") for p in pods.items}
+
+
+def test_without_a_controller_quorum_labels_stay_and_forced_elections_are_refused(
+    control_plane: ControlPlane, namespace: str, start_operator: Any, dyn: DynamicClient, controllers: ControllerGroup
+) -> None:
+    bg = "dark"
+    sts = f"{bg}-broker-0"
+    control_plane.kubectl("apply", "-n", namespace, "-f", "-", input=_secret_yaml(bg, namespace, controllers.password))
+    start_operator(f"http://{controllers.api_addresses[0]}")
+    control_plane.kubectl("apply", "-n", namespace, "-f", "-", input=manifest(bg, {"brokers": {"replicas": 3}}))
+    eventually("first reconcile", lambda: observed(dyn, namespace, bg), timeout=60)
+    asyncio.run(register_set(controllers, bg, namespace, master_ordinal=1))
+    want = {f"{sts}-0": "slave", f"{sts}-1": "master", f"{sts}-2": "slave"}
+    eventually("labels follow the controller", lambda: labels_of(dyn, namespace, sts) == want, timeout=30)
+
+    controllers.stop_all()
+
+    def quorum_lost() -> bool:
+        conds = (brokergroup(dyn, namespace, bg).get("status") or {}).get("conditions") or []
+        return any(c["type"] == "ControllerQuorumAvailable" and c["status"] == "False" for c in conds)
+
+    eventually("ControllerQuorumAvailable=False", quorum_lost, timeout=30)
+    assert labels_of(dyn, namespace, sts) == want, "labels changed without the controller"
+    control_plane.kubectl("annotate", "-n", namespace, "bg", bg, f"{ANNOTATION}={sts}-0")
+    record = eventually(
+        "the request answered", lambda: (r := last_election(dyn, namespace, bg, sts)).get("result") and r, timeout=30
+    )
+    assert record["result"] == "Refused" and record["reason"] == "ControllerUnavailable", record
+    assert answered(dyn, namespace, bg)
+    assert "ControllerUnreachable" in event_reasons(dyn, namespace, bg)
+    assert labels_of(dyn, namespace, sts) == want
