@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from brokergroup.controller.protocol import ElectMasterResponse
 from brokergroup.operator import names
 from brokergroup.operator.roles import SetView
 from brokergroup.operator.spec import BrokerGroupSpec
@@ -100,3 +101,60 @@ def record(
         "message": message,
     }
     return {k: v for k, v in entry.items() if v is not None}
+
+
+def answer(
+    request: str,
+    decision: Elect | AlreadyMaster | Refused,
+    *,
+    now: str,
+    elected: ElectMasterResponse | None = None,
+    error: str | None = None,
+) -> tuple[str | None, dict[str, Any]]:
+    """The broker set to record under (None when the request named none) and its `lastElection`.
+
+    For an `Elect`, pass the controller's answer (`elected`) or why it could not be asked (`error`)."""
+    if isinstance(decision, Refused):
+        entry = record(
+            request=request,
+            target=None,
+            result="Refused",
+            epoch=None,
+            now=now,
+            reason=decision.reason,
+            message=decision.message,
+        )
+        return decision.broker_set, entry
+    target = decision.target
+    if isinstance(decision, AlreadyMaster):
+        entry = record(
+            request=request,
+            target=target.pod,
+            result="AlreadyMaster",
+            epoch=decision.epoch,
+            now=now,
+            reason="AlreadyMaster",
+            message=f"{target.pod} is already master; nothing to do",
+        )
+    elif elected is None:
+        entry = record(
+            request=request,
+            target=target.pod,
+            result="Failed",
+            epoch=None,
+            now=now,
+            reason="ControllerRefused",
+            message=error or "the controller did not answer",
+        )
+    else:
+        won = elected.master_broker_id == decision.broker_id
+        entry = record(
+            request=request,
+            target=target.pod,
+            result="Elected" if won else "NotElected",
+            epoch=elected.master_epoch,
+            now=now,
+            reason="Elected" if won else "ControllerChoseAnother",
+            message=f"controller elected broker {elected.master_broker_id}, master epoch {elected.master_epoch}",
+        )
+    return target.broker_set, entry

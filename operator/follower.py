@@ -18,10 +18,11 @@ from typing import Any, Literal
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from brokergroup.operator import conditions, events, follow, labels, names, rollout
+from brokergroup.operator import conditions, events, follow, labels, names, rollout, status
+from brokergroup.operator.builders.secret import admin_token
 from brokergroup.operator.conditions import Condition
 from brokergroup.operator.controller_link import ControllerLink, ControllerLinkError
-from brokergroup.operator.reconcile import Cycle, Reconciler, admin_token
+from brokergroup.operator.reconcile import Reconciler
 from brokergroup.operator.roles import SetView
 from brokergroup.operator.spec import SpecError, parse_spec
 
@@ -55,6 +56,12 @@ class FeedCursor:
         self.after = max(returned) if returned else int(feed.get("lastIndex") or self.after)
         self.primed = True
         return gap
+
+    def forget(self, broker_set: str, *, through_epoch: int) -> None:
+        """Drop the commits of `broker_set` up to `through_epoch`: projected (measured or not), so
+        the table holds only elections still ahead of the labels."""
+        for key in [k for k in self.commits if k[0] == broker_set and k[1] <= through_epoch]:
+            del self.commits[key]
 
 
 class Follower:
@@ -136,36 +143,27 @@ class Follower:
         meta = bg["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         selector = f"app.kubernetes.io/instance={name},app.kubernetes.io/component={labels.COMPONENT_BROKER}"
-        raw_pods = await self.r.io(self.kube.find, "v1", "Pod", namespace, selector)
-        pods = [follow.PodMeta.of(p) for p in raw_pods]
+        by_set: dict[str, list[dict[str, Any]]] = {}
+        for pod in await self.r.io(self.kube.find, "v1", "Pod", namespace, selector):
+            by_set.setdefault((pod["metadata"].get("labels") or {}).get(labels.BROKER_SET_LABEL, ""), []).append(pod)
         old_entries = {e.get("name"): e for e in previous.get("brokerSets") or []}
         notes: list[events.Event] = []
         stale = 0
         for sts in sets:
             view = views.get(sts)
-            set_pods = [p for p in pods if p.labels.get(labels.BROKER_SET_LABEL) == sts]
-            steps = follow.plan_set(view, set_pods)
+            set_pods = by_set.get(sts, [])
+            steps = follow.plan_set(view, [follow.PodMeta.of(p) for p in set_pods])
             failed = await self._apply(namespace, steps)
             stale += failed
             if view is None:
                 continue
             old = old_entries.get(sts) or {}
-            if (
-                steps
-                and view.master_pod
-                and (old.get("masterPod"), old.get("masterEpoch"))
-                != (
-                    view.master_pod,
-                    view.master_epoch,
-                )
-            ):
+            if steps and view.master_pod and view.master_pod != old.get("masterPod"):
                 self._converged(sts, view, cursor)
+            cursor.forget(sts, through_epoch=view.master_epoch)
             notes.extend(transitions(sts, old, follow.set_status(view)))
             if not steps and not failed:
-                set_raw = [
-                    p for p in raw_pods if (p["metadata"].get("labels") or {}).get(labels.BROKER_SET_LABEL) == sts
-                ]
-                notes.extend(await self._roll(namespace, sts, set_raw, view, link))
+                notes.extend(await self._roll(namespace, sts, set_pods, view, link))
         self.metrics.stale_role_labels.labels(namespace, name).set(stale)
         entries = merged_entries(previous, sets, views)
         without = [s for s in sets if not (views.get(s) and views[s].master_pod)]
@@ -184,7 +182,9 @@ class Follower:
                 f"{stale} pod label patches failed; retrying" if stale else "pod role labels match the controller",
             ),
         ]
-        await self._write(bg, previous, {"brokerSets": entries}, conds, notes)
+        # The spec's sets come first in `entries`; removed sets that still hold data follow.
+        fields = {"brokerSets": entries, "masters": status.masters(entries[: len(sets)])}
+        await self._write(bg, previous, fields, conds, notes)
 
     async def _roll(
         self, namespace: str, sts: str, pods: list[dict[str, Any]], view: SetView, link: ControllerLink
@@ -256,9 +256,6 @@ class Follower:
         generation = int(meta.get("generation") or 1)
         merged = conditions.merge(previous.get("conditions"), conds, now=self.r.now(), generation=generation)
         new = {**previous, **fields, "conditions": merged}
-        if "brokerSets" in fields:
-            sets = list(fields["brokerSets"])
-            new["masters"] = f"{sum(1 for e in sets if e.get('masterPod'))}/{len(sets)}"
         patch = {k: v for k, v in new.items() if previous.get(k) != v}
         if patch:
             await self.r.io(self.kube.merge_patch_status, meta["namespace"], meta["name"], patch)
@@ -268,9 +265,7 @@ class Follower:
             ):
                 kind: Literal["Normal", "Warning"] = "Normal" if cond.status == "True" else "Warning"
                 notes.append(events.Event(cond.reason, cond.message, "FollowController", kind))
-        if notes:
-            cycle = Cycle(bg=bg, events=notes)
-            await self.r.post_events(cycle)
+        await self.r.post_events(bg, notes)
 
 
 def merged_entries(previous: dict[str, Any], sets: list[str], views: dict[str, SetView]) -> list[dict[str, Any]]:
@@ -292,7 +287,7 @@ def transitions(sts: str, old: dict[str, Any], new: dict[str, Any]) -> list[even
     """MasterElected / MasterLost / SyncStateSetChanged between two status entries of a set."""
     out: list[events.Event] = []
     was, now = old.get("masterPod"), new.get("masterPod")
-    if now and (now, new.get("masterEpoch")) != (was, old.get("masterEpoch")) and now != was:
+    if now and now != was:
         out.append(
             events.Event(
                 "MasterElected",

@@ -101,11 +101,11 @@ class Kube:
         self._wrote("create", obj)
         return created
 
-    def apply(self, obj: dict[str, Any]) -> Applied:
-        """Create `obj` or bring the live object to it, unless the live object already carries
-        `obj`'s spec hash (then nothing is written: a restart with nothing changed writes nothing)."""
+    def apply(self, obj: dict[str, Any], live: dict[str, Any] | None) -> Applied:
+        """Create `obj` or bring `live` (the object as last read; None when there is none) to it,
+        unless `live` already carries `obj`'s spec hash: then nothing is written, so a restart with
+        nothing changed writes nothing."""
         meta = obj["metadata"]
-        live = self.get(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
         want = meta.get("annotations", {}).get(labels.SPEC_HASH_ANNOTATION)
         if live is not None:
             have = (live.get("metadata", {}).get("annotations") or {}).get(labels.SPEC_HASH_ANNOTATION)
@@ -175,6 +175,4 @@ class Kube:
 
     def post_event(self, event: dict[str, Any]) -> None:
         """Create a Kubernetes Event (events.k8s.io/v1) built by `brokergroup.operator.events`."""
-        resource = self._resource("events.k8s.io/v1", "Event")
-        resource.create(body=event, namespace=event["metadata"]["namespace"])
-        self._wrote("create", {"kind": "Event", "metadata": {"name": event["metadata"].get("name", "")}})
+        self.create(event)

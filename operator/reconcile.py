@@ -9,7 +9,6 @@ compared before it is written).
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import secrets
 import time
@@ -23,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 
 from brokergroup.operator import builders, conditions, elect, events, labels, names, status
 from brokergroup.operator.builders.meta import Owner
-from brokergroup.operator.builders.secret import auth_secret_problems, new_auth_secret
+from brokergroup.operator.builders.secret import admin_token, auth_secret_problems, new_auth_secret
 from brokergroup.operator.conditions import Condition
 from brokergroup.operator.controller_link import ControllerLink, ControllerLinkError
 from brokergroup.operator.kube import Kube, describe
@@ -184,9 +183,12 @@ class Reconciler:
             return Outcome("blocked", cycle.conditions[-1].message, retry=True)
 
         desired = builders.desired_children(owner, spec)
-        await self._guard_scale_downs(cycle, desired, spec, token)
-        applied = await self._apply(cycle, desired)
-        await self._prune(cycle, desired, previous)
+        # One listing of what exists serves the scale-down guard, the writes and the pruning.
+        existing = await self.io(self.kube.owned, namespace, name)
+        live = {(o["kind"], o["metadata"]["name"]): o for o in existing}
+        await self._guard_scale_downs(cycle, desired, live, token)
+        applied = await self._apply(cycle, desired, live)
+        await self._prune(cycle, desired, existing, previous)
         request = (meta.get("annotations") or {}).get(labels.ELECT_MASTER_ANNOTATION)
         if request is not None:
             previous = await self._forced_election(cycle, spec, token, previous, request)
@@ -219,7 +221,7 @@ class Reconciler:
         )
         if cycle.actions:
             cycle.events.insert(0, events.Event("ChildrenApplied", "; ".join(cycle.actions), "Apply"))
-        await self.post_events(cycle)
+        await self.post_events(cycle.bg, cycle.events)
         if cycle.retry_reason:
             return Outcome("retry", cycle.retry_reason, retry=True)
         if cycle.actions:
@@ -249,13 +251,13 @@ class Reconciler:
             live = created
         problems = auth_secret_problems(live)
         if problems:
-            message = f"Secret {secret_name}: " + "; ".join(problems) + ". The operator never regenerates it."
+            message = "; ".join(problems) + ". The operator never regenerates it."
             cycle.conditions.append(Condition(conditions.READY, "False", "InvalidSecret", message))
             return None
         return admin_token(live)
 
     async def _guard_scale_downs(
-        self, cycle: Cycle, desired: list[dict[str, Any]], spec: BrokerGroupSpec, token: str
+        self, cycle: Cycle, desired: list[dict[str, Any]], live: dict[tuple[str, str], dict[str, Any]], token: str
     ) -> None:
         """Shrinking a broker set never removes its master by accident: ask the controller to elect a
         replica that stays first; until the master is safe, keep the StatefulSet's current size."""
@@ -265,9 +267,9 @@ class Reconciler:
         for obj in desired:
             if obj["kind"] != "StatefulSet" or names.set_index(bg, obj["metadata"]["name"]) is None:
                 continue
-            live = await self.io(self.kube.get, "apps/v1", "StatefulSet", namespace, obj["metadata"]["name"])
-            live_replicas = int(((live or {}).get("spec") or {}).get("replicas") or 0)
-            if live is not None and live_replicas > obj["spec"]["replicas"]:
+            current = live.get(("StatefulSet", obj["metadata"]["name"]))
+            live_replicas = int(((current or {}).get("spec") or {}).get("replicas") or 0)
+            if current is not None and live_replicas > obj["spec"]["replicas"]:
                 shrinking[obj["metadata"]["name"]] = (obj, live_replicas)
         if not shrinking:
             return
@@ -318,6 +320,7 @@ class Reconciler:
         bg, namespace = meta["name"], meta["namespace"]
         target = elect.parse(bg, request, spec)
         decision: elect.Elect | elect.AlreadyMaster | elect.Refused
+        elected, error = None, None
         if isinstance(target, elect.Refused):
             decision = target
         else:
@@ -330,59 +333,15 @@ class Reconciler:
             decision = elect.decide(
                 target, views.get(target.broker_set), unclean_allowed=spec.controller.elect_unclean_master
             )
-        now = self.now()
-        if isinstance(decision, elect.Elect):
-            try:
-                answer = await (await self.link(namespace, bg, token)).elect(
-                    decision.target.broker_set, decision.broker_id
-                )
-            except ControllerLinkError as exc:
-                self.metrics.elections_requested.labels("annotation", "failed").inc()
-                record = elect.record(
-                    request=request,
-                    target=decision.target.pod,
-                    result="Failed",
-                    epoch=None,
-                    now=now,
-                    reason="ControllerRefused",
-                    message=str(exc),
-                )
-            else:
-                self.metrics.elections_requested.labels("annotation", "ok").inc()
-                elected = answer.master_broker_id == decision.broker_id
-                record = elect.record(
-                    request=request,
-                    target=decision.target.pod,
-                    result="Elected" if elected else "NotElected",
-                    epoch=answer.master_epoch,
-                    now=now,
-                    reason="Elected" if elected else "ControllerChoseAnother",
-                    message=f"controller elected broker {answer.master_broker_id}, master epoch {answer.master_epoch}",
-                )
-            broker_set = decision.target.broker_set
-        elif isinstance(decision, elect.AlreadyMaster):
-            record = elect.record(
-                request=request,
-                target=decision.target.pod,
-                result="AlreadyMaster",
-                epoch=decision.epoch,
-                now=now,
-                reason="AlreadyMaster",
-                message=f"{decision.target.pod} is already master; nothing to do",
-            )
-            broker_set = decision.target.broker_set
-        else:
+            if isinstance(decision, elect.Elect):
+                try:
+                    elected = await link.elect(decision.target.broker_set, decision.broker_id)
+                except ControllerLinkError as exc:
+                    error = str(exc)
+                self.metrics.elections_requested.labels("annotation", "ok" if elected else "failed").inc()
+        if isinstance(decision, elect.Refused):
             self.metrics.elections_requested.labels("annotation", "refused").inc()
-            record = elect.record(
-                request=request,
-                target=None,
-                result="Refused",
-                epoch=None,
-                now=now,
-                reason=decision.reason,
-                message=decision.message,
-            )
-            broker_set = decision.broker_set or ""
+        broker_set, record = elect.answer(request, decision, now=self.now(), elected=elected, error=error)
         severity: Literal["Normal", "Warning"] = (
             "Normal" if record["result"] in ("Elected", "AlreadyMaster") else "Warning"
         )
@@ -415,24 +374,28 @@ class Reconciler:
             entries.append({"name": broker_set, "lastElection": record})
         return {**previous, "brokerSets": entries}
 
-    async def _apply(self, cycle: Cycle, desired: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    async def _apply(
+        self, cycle: Cycle, desired: list[dict[str, Any]], live: dict[tuple[str, str], dict[str, Any]]
+    ) -> dict[str, dict[str, Any]]:
         """Apply every child in order; return the live StatefulSets by name."""
         live_sets: dict[str, dict[str, Any]] = {}
         for obj in desired:
-            result = await self.io(self.kube.apply, obj)
+            result = await self.io(self.kube.apply, obj, live.get((obj["kind"], obj["metadata"]["name"])))
             if result.wrote:
                 cycle.actions.append(f"{result.action} {describe(obj)}")
             if obj["kind"] == "StatefulSet":
                 live_sets[obj["metadata"]["name"]] = result.obj
         return live_sets
 
-    async def _prune(self, cycle: Cycle, desired: list[dict[str, Any]], previous: dict[str, Any]) -> None:
+    async def _prune(
+        self, cycle: Cycle, desired: list[dict[str, Any]], existing: list[dict[str, Any]], previous: dict[str, Any]
+    ) -> None:
         """Delete children the spec no longer asks for (a disabled PDB, a removed broker set). A
         removed set that may hold data is kept, whatever the spec says."""
         meta = cycle.bg["metadata"]
         wanted = {(o["kind"], o["metadata"]["name"]) for o in desired}
         holding = {e.get("name") for e in previous.get("brokerSets") or [] if e.get("holdsData")}
-        for obj in await self.io(self.kube.owned, meta["namespace"], meta["name"]):
+        for obj in existing:
             key = (obj["kind"], obj["metadata"]["name"])
             if key in wanted or not _owned_by(obj, meta["uid"]):
                 continue
@@ -490,13 +453,14 @@ class Reconciler:
                 cycle.events.append(events.Event(cond.reason, cond.message, transition_event, severity))
         if cycle.actions:
             cycle.events.insert(0, events.Event("ChildrenApplied", "; ".join(cycle.actions), "Apply"))
-        await self.post_events(cycle)
+        await self.post_events(cycle.bg, cycle.events)
 
-    async def post_events(self, cycle: Cycle) -> None:
+    async def post_events(self, bg: dict[str, Any], notes: list[events.Event]) -> None:
+        """Post `notes` as Events regarding BrokerGroup `bg` (as read this cycle)."""
         now = self._clock().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        for event in cycle.events:
+        for event in notes:
             suffix = f"{time.time_ns():x}{secrets.token_hex(2)}"
-            body = events.build(event, bg=cycle.bg, now=now, instance=self.settings.instance, suffix=suffix)
+            body = events.build(event, bg=bg, now=now, instance=self.settings.instance, suffix=suffix)
             try:
                 await self.io(self.kube.post_event, body)
             except (
@@ -505,16 +469,6 @@ class Reconciler:
                 OSError,
             ) as exc:  # an Event is a report, not a step: never fail a reconcile over it
                 logger.warning("could not post Event %s: %s", event.reason, exc)
-
-
-def admin_token(secret: dict[str, Any]) -> str | None:
-    """The admin token in `<bg>-controller-auth` (base64 `data`, or `stringData` before the API
-    server encoded it)."""
-    data = secret.get("data") or {}
-    if data.get("adminToken"):
-        return base64.b64decode(data["adminToken"]).decode()
-    token = (secret.get("stringData") or {}).get("adminToken")
-    return str(token) if token else None
 
 
 def _owned_by(obj: dict[str, Any], uid: str) -> bool:

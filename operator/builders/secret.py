@@ -38,20 +38,27 @@ def new_auth_secret(owner: Owner, token: Callable[[int], str]) -> dict[str, Any]
 
 
 def auth_secret_problems(secret: Mapping[str, Any]) -> list[str]:
-    """What makes an existing auth Secret unusable, one sentence per key; empty when it is fine."""
+    """What makes an existing auth Secret unusable, one sentence per key; empty when it is fine.
+
+    Only `data` counts: the API server turns `stringData` into `data` when it stores a Secret."""
     name = (secret.get("metadata") or {}).get("name") or "<unnamed>"
     data = secret.get("data") or {}
-    string_data = secret.get("stringData") or {}
     problems = []
     for key in KEYS:
-        raw = str(string_data[key]).encode("utf-8") if key in string_data else _decode(data.get(key))
-        if key not in string_data and key not in data:
+        raw = _decode(data.get(key))
+        if key not in data:
             problems.append(f"Secret {name}: key {key!r} is missing")
         elif raw is None:
             problems.append(f"Secret {name}: key {key!r} is not valid base64")
         elif not raw.strip():
             problems.append(f"Secret {name}: key {key!r} is empty")
     return problems
+
+
+def admin_token(secret: Mapping[str, Any]) -> str | None:
+    """The admin token of an auth Secret, or None when it has none that `auth_secret_problems` accepts."""
+    raw = _decode((secret.get("data") or {}).get(ADMIN_TOKEN_KEY))
+    return raw.decode("utf-8") if raw is not None and raw.strip() else None
 
 
 def _decode(value: Any) -> bytes | None:

@@ -49,10 +49,27 @@ def test_new_secret_holds_one_fresh_token_per_key() -> None:
             {"metadata": {"name": "s"}, "data": {"raftPassword": b64("  \n"), "adminToken": "%%%"}},
             ["Secret s: key 'raftPassword' is empty", "Secret s: key 'adminToken' is not valid base64"],
         ),
-        ({"metadata": {"name": "s"}, "stringData": {"raftPassword": "x", "adminToken": "y"}}, []),
+        (  # what the API server returns holds only `data`; a `stringData` left in a dict counts for nothing
+            {"metadata": {"name": "s"}, "stringData": {"raftPassword": "x", "adminToken": "y"}},
+            ["Secret s: key 'raftPassword' is missing", "Secret s: key 'adminToken' is missing"],
+        ),
         ({"data": {"raftPassword": b64("x")}}, ["Secret <unnamed>: key 'adminToken' is missing"]),
     ],
     ids=["no-data", "empty", "blank-and-garbled", "string-data", "unnamed"],
 )
 def test_problems_of_an_existing_secret(secret: dict[str, Any], problems: list[str]) -> None:
     assert auth_secret_problems(secret) == problems
+
+
+def test_admin_token_reads_only_a_usable_data_key() -> None:
+    from brokergroup.operator.builders.secret import admin_token
+
+    assert admin_token({"data": {"adminToken": b64("t0k")}}) == "t0k"
+    for broken in (
+        {},
+        {"data": {}},
+        {"data": {"adminToken": "%%%"}},
+        {"data": {"adminToken": b64(" ")}},
+        {"stringData": {"adminToken": "t0k"}},
+    ):
+        assert admin_token(broken) is None, broken

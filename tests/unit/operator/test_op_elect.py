@@ -208,3 +208,54 @@ def test_record_keeps_falsy_non_none_values() -> None:
     entry = elect.record(request="", target="", result="", epoch=0, now="", reason="", message="")
     assert entry["masterEpoch"] == 0
     assert len(entry) == 7
+
+
+# ---- answer: the lastElection record of each outcome ---------------------------------------------
+
+
+def test_answer_of_a_refusal_names_its_set_and_reason() -> None:
+    refused = Refused("NotAlive", "bg-broker-1-2 (broker 12) is not alive", "bg-broker-1")
+    assert elect.answer("bg-broker-1-2", refused, now="T") == (
+        "bg-broker-1",
+        {
+            "request": "bg-broker-1-2",
+            "result": "Refused",
+            "time": "T",
+            "reason": "NotAlive",
+            "message": "bg-broker-1-2 (broker 12) is not alive",
+        },
+    )
+    assert elect.answer("junk", Refused("UnknownPod", "no"), now="T")[0] is None
+
+
+def test_answer_of_an_election_compares_the_winner_with_the_target() -> None:
+    from brokergroup.controller.protocol import ElectMasterResponse
+
+    def response(winner: int) -> ElectMasterResponse:
+        return ElectMasterResponse(
+            master_broker_id=winner, master_address="a:1", master_epoch=7, sync_state_set_epoch=3, sync_state_set=[]
+        )
+
+    decision = Elect(TARGET, 12)
+    _, won = elect.answer("bg-broker-1-2", decision, now="T", elected=response(12))
+    assert (won["result"], won["reason"], won["masterEpoch"], won["target"]) == ("Elected", "Elected", 7, TARGET.pod)
+    _, lost = elect.answer("bg-broker-1-2", decision, now="T", elected=response(11))
+    assert (lost["result"], lost["reason"]) == ("NotElected", "ControllerChoseAnother")
+    _, failed = elect.answer("bg-broker-1-2", decision, now="T", error="timeout")
+    assert (failed["result"], failed["reason"], failed["message"]) == ("Failed", "ControllerRefused", "timeout")
+    assert "masterEpoch" not in failed
+
+
+def test_answer_of_an_already_master_target() -> None:
+    assert elect.answer("bg-broker-1-2", AlreadyMaster(TARGET, 9), now="T") == (
+        "bg-broker-1",
+        {
+            "request": "bg-broker-1-2",
+            "target": TARGET.pod,
+            "result": "AlreadyMaster",
+            "masterEpoch": 9,
+            "time": "T",
+            "reason": "AlreadyMaster",
+            "message": "bg-broker-1-2 is already master; nothing to do",
+        },
+    )

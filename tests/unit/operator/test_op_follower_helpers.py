@@ -326,3 +326,15 @@ def test_transitions_from_set_status_entries() -> None:
     events = transitions(S0, old, new)
     assert reasons(events) == ["MasterElected"]  # same sync-state-set members
     assert events[0].note == f"{S0}: {S0}-1 is master (broker 2, epoch 2), was {S0}-0"
+
+
+def test_forget_drops_the_projected_commits_of_one_set_only() -> None:
+    cursor = primed()
+    cursor.take(
+        feed([elect_event(11, epoch=2), elect_event(12, epoch=3), elect_event(13, sts="bg-broker-1")], 13),
+        {S0, "bg-broker-1"},
+    )
+    cursor.forget(S0, through_epoch=2)
+    assert sorted(cursor.commits) == [(S0, 3), ("bg-broker-1", 2)]
+    cursor.forget(S0, through_epoch=3)
+    assert sorted(cursor.commits) == [("bg-broker-1", 2)]
