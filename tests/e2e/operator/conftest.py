@@ -1,12 +1,15 @@
-"""Operator e2e fixtures: the CRD installed once, and `brokergroup operator` as a real process
-watching one test namespace, logged in as its own user so that its API writes can be counted."""
+"""Operator e2e fixtures: `brokergroup operator` as a real process watching one test namespace, logged
+in as its own user so that its API writes can be counted (the `control_plane` fixture installs the CRD)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import sys
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,18 +22,11 @@ from brokergroup.local.controllers import ControllerGroup, running_group
 from brokergroup.local.ports import free_ports
 from brokergroup.local.processes import LocalProcess, tail
 from tests.e2e.kubeenv import ControlPlane, eventually
+from tests.e2e.operator import helpers
 
 ROOT = Path(__file__).resolve().parents[3]
-CRD = ROOT / "crds" / "brokergroup.io_brokergroups.yaml"
 OPERATOR_USER = "brokergroup-operator"
 UNREACHABLE_CONTROLLER = "http://127.0.0.1:9"
-
-
-@pytest.fixture(scope="session")
-def crd(control_plane: ControlPlane) -> str:
-    control_plane.kubectl("apply", "--server-side", "-f", str(CRD))
-    control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/brokergroups.brokergroup.io")
-    return "brokergroups.brokergroup.io"
 
 
 @pytest.fixture(scope="session")
@@ -111,25 +107,28 @@ class OperatorProcess:
         return tail(self.process.log_path, 60)
 
 
+StartOperator = Callable[..., OperatorProcess]
+
+
 @pytest.fixture
 def start_operator(
-    control_plane: ControlPlane, crd: str, namespace: str, operator_kubeconfig: Path, tmp_path: Path
-) -> Iterator[Any]:
-    started: list[OperatorProcess] = []
+    control_plane: ControlPlane, namespace: str, operator_kubeconfig: Path, tmp_path: Path
+) -> Iterator[StartOperator]:
+    """`start_operator(controller_url)`: a running operator for the test's namespace, stopped after the
+    test (also when its start failed halfway, and whatever another stop raised)."""
+    with contextlib.ExitStack() as stack:
 
-    def start(controller_url: str = UNREACHABLE_CONTROLLER) -> OperatorProcess:
-        op = OperatorProcess(operator_kubeconfig, namespace, tmp_path, controller_url)
-        op.start()
-        started.append(op)
-        return op
+        def start(controller_url: str = UNREACHABLE_CONTROLLER) -> OperatorProcess:
+            op = OperatorProcess(operator_kubeconfig, namespace, tmp_path, controller_url)
+            stack.callback(op.stop)
+            op.start()
+            return op
 
-    yield start
-    for op in started:
-        op.stop()
+        yield start
 
 
 @pytest.fixture
-def operator(start_operator: Any) -> OperatorProcess:
+def operator(start_operator: StartOperator) -> OperatorProcess:
     op: OperatorProcess = start_operator()
     return op
 
@@ -149,6 +148,40 @@ def controllers(tmp_path: Path) -> Iterator[ControllerGroup]:
     extra = ["--log-level", "INFO", *profiles.FAST.controller_args()]
     with running_group(tmp_path / "controllers", admin_token=ADMIN_TOKEN, extra_args=extra) as group:
         yield group
+
+
+@dataclass(frozen=True)
+class ControlledGroup:
+    """A BrokerGroup whose operator talks to the real `controllers`, with set 0's three replicas
+    registered under their pod DNS names (`helpers.register_set`)."""
+
+    name: str
+    operator: OperatorProcess
+    ids: dict[int, int]
+    """ordinal -> the controller's broker id."""
+
+
+@pytest.fixture
+def controlled_group(
+    control_plane: ControlPlane,
+    namespace: str,
+    start_operator: StartOperator,
+    dyn: DynamicClient,
+    controllers: ControllerGroup,
+) -> Callable[..., ControlledGroup]:
+    """`controlled_group(name, master_ordinal=…)`: the Secret with the controllers' password and admin
+    token, an operator pointed at them, the BrokerGroup (1 set x 3) reconciled, and the replicas
+    registered with `master_ordinal` as master."""
+
+    def make(name: str, *, master_ordinal: int) -> ControlledGroup:
+        helpers.apply(control_plane, namespace, auth_secret(name, namespace, controllers.password, ADMIN_TOKEN))
+        operator = start_operator(f"http://{controllers.api_addresses[0]}")
+        helpers.apply(control_plane, namespace, helpers.manifest(name, {"brokers": {"replicas": 3}}))
+        eventually("first reconcile", lambda: helpers.observed(dyn, namespace, name), timeout=60)
+        ids = asyncio.run(helpers.register_set(controllers, name, namespace, master_ordinal=master_ordinal))
+        return ControlledGroup(name=name, operator=operator, ids=ids)
+
+    return make
 
 
 def auth_secret(bg: str, namespace: str, password: str, token: str) -> dict[str, Any]:

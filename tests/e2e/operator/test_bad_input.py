@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import base64
-from typing import Any
 
 import yaml
 from kubernetes.dynamic import DynamicClient
 
 from tests.e2e.kubeenv import ControlPlane, eventually
 from tests.e2e.operator.conftest import OperatorProcess
-from tests.e2e.operator.test_children import brokergroup, event_reasons, get, manifest, observed
-
-
-def condition(dyn: DynamicClient, namespace: str, name: str, type_: str) -> dict[str, Any]:
-    conds = (brokergroup(dyn, namespace, name).get("status") or {}).get("conditions") or []
-    return next((c for c in conds if c["type"] == type_), {})
+from tests.e2e.operator.helpers import apply, brokergroup, condition, event_reasons, get, manifest, observed
 
 
 def test_an_incomplete_auth_secret_is_reported_never_regenerated_and_blocks_the_children(
@@ -28,8 +22,8 @@ def test_an_incomplete_auth_secret_is_reported_never_regenerated_and_blocks_the_
         "metadata": {"name": f"{name}-controller-auth", "namespace": namespace},
         "data": {"raftPassword": base64.b64encode(b"kept-as-it-is").decode()},
     }
-    control_plane.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(broken))
-    control_plane.kubectl("apply", "-n", namespace, "-f", "-", input=manifest(name, {}))
+    apply(control_plane, namespace, yaml.safe_dump(broken))
+    apply(control_plane, namespace, manifest(name, {}))
 
     ready = eventually(
         "Ready=False InvalidSecret",
@@ -45,7 +39,7 @@ def test_an_incomplete_auth_secret_is_reported_never_regenerated_and_blocks_the_
 
     # Completing the Secret unblocks the group on the next resync (every 2 s in these tests).
     broken["data"]["adminToken"] = base64.b64encode(b"now-complete").decode()
-    control_plane.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(broken))
+    apply(control_plane, namespace, yaml.safe_dump(broken))
     eventually("children created once the Secret is complete", lambda: observed(dyn, namespace, name), timeout=30)
     assert get(dyn, "apps/v1", "StatefulSet", namespace, f"{name}-controller") is not None
 
@@ -54,7 +48,7 @@ def test_a_pause_annotation_that_is_not_true_or_false_is_reported_and_does_not_p
     control_plane: ControlPlane, namespace: str, operator: OperatorProcess, dyn: DynamicClient
 ) -> None:
     name = "maybe"
-    control_plane.kubectl("apply", "-n", namespace, "-f", "-", input=manifest(name, {}))
+    apply(control_plane, namespace, manifest(name, {}))
     eventually("first reconcile", lambda: observed(dyn, namespace, name), timeout=60)
     control_plane.kubectl("annotate", "-n", namespace, "bg", name, "brokergroup.io/pause-reconciliation=yes")
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import yaml
 from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import NotFoundError
 
 from tests.e2e.kubeenv import ControlPlane, eventually
 from tests.e2e.operator.conftest import OPERATOR_USER, ROOT, OperatorProcess
+from tests.e2e.operator.helpers import apply, brokergroup, event_reasons, get, manifest, observed, patch_spec
 
 EXAMPLES = ROOT / "examples"
 LAST_HANDLED = "operator.brokergroup.io/last-handled-configuration"
@@ -21,35 +21,6 @@ LAST_HANDLED = "operator.brokergroup.io/last-handled-configuration"
 def load_example(name: str) -> dict[str, Any]:
     doc: dict[str, Any] = yaml.safe_load((EXAMPLES / name).read_text())
     return doc
-
-
-def get(dyn: DynamicClient, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-    try:
-        found: dict[str, Any] = (
-            dyn.resources.get(api_version=api_version, kind=kind).get(name=name, namespace=namespace).to_dict()
-        )
-    except NotFoundError:
-        return None
-    return found
-
-
-def brokergroup(dyn: DynamicClient, namespace: str, name: str) -> dict[str, Any]:
-    found = get(dyn, "brokergroup.io/v1alpha1", "BrokerGroup", namespace, name)
-    assert found is not None, f"BrokerGroup {namespace}/{name} is gone"
-    return found
-
-
-def patch_spec(dyn: DynamicClient, namespace: str, name: str, spec: dict[str, Any]) -> None:
-    dyn.resources.get(api_version="brokergroup.io/v1alpha1", kind="BrokerGroup").patch(
-        name=name, namespace=namespace, body={"spec": spec}, content_type="application/merge-patch+json"
-    )
-
-
-def observed(dyn: DynamicClient, namespace: str, name: str) -> dict[str, Any] | None:
-    """The BrokerGroup once status.observedGeneration caught up with its generation."""
-    bg = brokergroup(dyn, namespace, name)
-    status = bg.get("status") or {}
-    return bg if status.get("observedGeneration") == bg["metadata"]["generation"] else None
 
 
 def children(bg: str) -> list[tuple[str, str, str]]:
@@ -122,13 +93,6 @@ def test_minimal_example_creates_every_child_with_the_expected_spec(
     assert "ChildrenApplied" in event_reasons(dyn, namespace, name)
 
 
-def event_reasons(dyn: DynamicClient, namespace: str, name: str) -> list[str]:
-    """Reasons of the events.k8s.io Events regarding BrokerGroup `name`, oldest first."""
-    found = dyn.resources.get(api_version="events.k8s.io/v1", kind="Event").get(namespace=namespace).to_dict()
-    mine = [e for e in found["items"] if (e.get("regarding") or {}).get("name") == name]
-    return [e["reason"] for e in sorted(mine, key=lambda e: e.get("eventTime") or "")]
-
-
 def test_full_example_applies_every_field(
     control_plane: ControlPlane, namespace: str, operator: OperatorProcess, dyn: DynamicClient
 ) -> None:
@@ -173,7 +137,7 @@ def test_spec_changes_reach_the_children_and_delete_cleans_up(
     control_plane: ControlPlane, namespace: str, operator: OperatorProcess, dyn: DynamicClient
 ) -> None:
     name = "grow"
-    control_plane.kubectl("apply", "-n", namespace, "-f", "-", input=manifest(name, {"brokers": {"replicas": 2}}))
+    apply(control_plane, namespace, manifest(name, {"brokers": {"replicas": 2}}))
     eventually("first reconcile", lambda: observed(dyn, namespace, name), timeout=60)
     secret_before = get(dyn, "v1", "Secret", namespace, f"{name}-controller-auth")
     assert secret_before is not None
@@ -226,17 +190,11 @@ def test_spec_changes_reach_the_children_and_delete_cleans_up(
     )
 
 
-def manifest(name: str, spec: dict[str, Any]) -> str:
-    return yaml.safe_dump(
-        {"apiVersion": "brokergroup.io/v1alpha1", "kind": "BrokerGroup", "metadata": {"name": name}, "spec": spec}
-    )
-
-
 def test_restart_with_nothing_changed_writes_nothing(
     control_plane: ControlPlane, namespace: str, operator: OperatorProcess, dyn: DynamicClient
 ) -> None:
     name = "steady"
-    control_plane.kubectl("apply", "-n", namespace, "-f", "-", input=manifest(name, {"brokers": {"sets": 2}}))
+    apply(control_plane, namespace, manifest(name, {"brokers": {"sets": 2}}))
     eventually("first reconcile", lambda: observed(dyn, namespace, name), timeout=60)
     # kopf records the handled spec in an annotation once the create handler returned.
     eventually(
@@ -278,7 +236,7 @@ def test_pause_annotation_stops_reconciliation_and_shows_a_condition(
     control_plane: ControlPlane, namespace: str, operator: OperatorProcess, dyn: DynamicClient, tmp_path: Path
 ) -> None:
     name = "paused"
-    control_plane.kubectl("apply", "-n", namespace, "-f", "-", input=manifest(name, {}))
+    apply(control_plane, namespace, manifest(name, {}))
     eventually("first reconcile", lambda: observed(dyn, namespace, name), timeout=60)
     control_plane.kubectl("annotate", "-n", namespace, "bg", name, "brokergroup.io/pause-reconciliation=true")
 

@@ -6,6 +6,7 @@ the set's replicas register under their pod DNS names."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes.dynamic import DynamicClient
@@ -14,19 +15,25 @@ from brokergroup.controller import protocol
 from brokergroup.controller.client import ControllerClient
 from brokergroup.local.controllers import ControllerGroup
 from tests.e2e.kubeenv import ControlPlane, eventually
-from tests.e2e.operator.test_children import brokergroup, event_reasons, manifest, observed
-from tests.e2e.operator.test_scale_down import _secret_yaml, master_id, register_set
+from tests.e2e.operator.conftest import ControlledGroup
+from tests.e2e.operator.helpers import brokergroup, condition, event_reasons, master_id, set_status
 
 ANNOTATION = "brokergroup.io/elect-master"
 
 
 def last_election(dyn: DynamicClient, namespace: str, bg: str, sts: str) -> dict[str, Any]:
-    entries = (brokergroup(dyn, namespace, bg).get("status") or {}).get("brokerSets") or []
-    return next((e.get("lastElection") or {} for e in entries if e.get("name") == sts), {})
+    return dict(set_status(dyn, namespace, bg, sts).get("lastElection") or {})
 
 
 def answered(dyn: DynamicClient, namespace: str, bg: str) -> bool:
     return ANNOTATION not in (brokergroup(dyn, namespace, bg)["metadata"].get("annotations") or {})
+
+
+def labels_of(dyn: DynamicClient, namespace: str, sts: str) -> dict[str, str | None]:
+    pods = dyn.resources.get(api_version="v1", kind="Pod").get(
+        namespace=namespace, label_selector=f"brokergroup.io/broker-set={sts}"
+    )
+    return {p.metadata.name: (p.metadata.labels or {}).get("brokergroup.io/role") for p in pods.items}
 
 
 async def shrink_sync_state_set(group: ControllerGroup, sts: str, master: int, members: list[int]) -> None:
@@ -44,15 +51,15 @@ async def shrink_sync_state_set(group: ControllerGroup, sts: str, master: int, m
 
 
 def test_bad_elect_master_values_are_refused_recorded_and_change_nothing(
-    control_plane: ControlPlane, namespace: str, start_operator: Any, dyn: DynamicClient, controllers: ControllerGroup
+    control_plane: ControlPlane,
+    namespace: str,
+    dyn: DynamicClient,
+    controllers: ControllerGroup,
+    controlled_group: Callable[..., ControlledGroup],
 ) -> None:
-    bg = "pick"
+    group = controlled_group("pick", master_ordinal=0)
+    bg, ids = group.name, group.ids
     sts = f"{bg}-broker-0"
-    control_plane.kubectl("apply", "-n", namespace, "-f", "-", input=_secret_yaml(bg, namespace, controllers.password))
-    start_operator(f"http://{controllers.api_addresses[0]}")
-    control_plane.kubectl("apply", "-n", namespace, "-f", "-", input=manifest(bg, {"brokers": {"replicas": 3}}))
-    eventually("first reconcile", lambda: observed(dyn, namespace, bg), timeout=60)
-    ids = asyncio.run(register_set(controllers, bg, namespace, master_ordinal=0))
     asyncio.run(shrink_sync_state_set(controllers, sts, ids[0], [ids[0], ids[1]]))  # pod 2 falls out of sync
 
     cases = [
@@ -68,13 +75,13 @@ def test_bad_elect_master_values_are_refused_recorded_and_change_nothing(
             timeout=30,
         )
         assert record["result"] == "Refused" and record["reason"] == reason, record
-        assert master_id(controllers, bg) == ids[0], f"{value} moved the master"
+        assert master_id(controllers, sts) == ids[0], f"{value} moved the master"
 
     # A value naming no set of this group: an Event, the annotation removed, nothing else.
     control_plane.kubectl("annotate", "-n", namespace, "bg", bg, f"{ANNOTATION}=other-broker-0-1", "--overwrite")
     eventually("garbage answered", lambda: answered(dyn, namespace, bg), timeout=30)
     assert event_reasons(dyn, namespace, bg).count("ElectMasterRefused") == 3
-    assert master_id(controllers, bg) == ids[0]
+    assert master_id(controllers, sts) == ids[0]
 
     # A good value is obeyed, and asking again is harmless.
     target = f"{bg}-broker-0-1"
@@ -86,36 +93,28 @@ def test_bad_elect_master_values_are_refused_recorded_and_change_nothing(
             timeout=30,
         )
         assert record["target"] == target
-        assert master_id(controllers, bg) == ids[1]
-
-
-def labels_of(dyn: DynamicClient, namespace: str, sts: str) -> dict[str, str | None]:
-    pods = dyn.resources.get(api_version="v1", kind="Pod").get(
-        namespace=namespace, label_selector=f"brokergroup.io/broker-set={sts}"
-    )
-    return {p.metadata.name: (p.metadata.labels or {}).get("brokergroup.io/role") for p in pods.items}
+        assert master_id(controllers, sts) == ids[1]
 
 
 def test_without_a_controller_quorum_labels_stay_and_forced_elections_are_refused(
-    control_plane: ControlPlane, namespace: str, start_operator: Any, dyn: DynamicClient, controllers: ControllerGroup
+    control_plane: ControlPlane,
+    namespace: str,
+    dyn: DynamicClient,
+    controllers: ControllerGroup,
+    controlled_group: Callable[..., ControlledGroup],
 ) -> None:
-    bg = "dark"
+    bg = controlled_group("dark", master_ordinal=1).name
     sts = f"{bg}-broker-0"
-    control_plane.kubectl("apply", "-n", namespace, "-f", "-", input=_secret_yaml(bg, namespace, controllers.password))
-    start_operator(f"http://{controllers.api_addresses[0]}")
-    control_plane.kubectl("apply", "-n", namespace, "-f", "-", input=manifest(bg, {"brokers": {"replicas": 3}}))
-    eventually("first reconcile", lambda: observed(dyn, namespace, bg), timeout=60)
-    asyncio.run(register_set(controllers, bg, namespace, master_ordinal=1))
     want = {f"{sts}-0": "slave", f"{sts}-1": "master", f"{sts}-2": "slave"}
     eventually("labels follow the controller", lambda: labels_of(dyn, namespace, sts) == want, timeout=30)
 
     controllers.stop_all()
 
-    def quorum_lost() -> bool:
-        conds = (brokergroup(dyn, namespace, bg).get("status") or {}).get("conditions") or []
-        return any(c["type"] == "ControllerQuorumAvailable" and c["status"] == "False" for c in conds)
-
-    eventually("ControllerQuorumAvailable=False", quorum_lost, timeout=30)
+    eventually(
+        "ControllerQuorumAvailable=False",
+        lambda: condition(dyn, namespace, bg, "ControllerQuorumAvailable").get("status") == "False",
+        timeout=30,
+    )
     assert labels_of(dyn, namespace, sts) == want, "labels changed without the controller"
     control_plane.kubectl("annotate", "-n", namespace, "bg", bg, f"{ANNOTATION}={sts}-0")
     record = eventually(

@@ -26,7 +26,7 @@ from kubernetes.dynamic import DynamicClient
 from brokergroup.broker.client import Consumer, MasterFinder, Producer
 from tests.e2e.kubeenv import ControlPlane, eventually
 from tests.e2e.operator.conftest import OperatorProcess
-from tests.e2e.operator.test_children import brokergroup, event_reasons, get, manifest
+from tests.e2e.operator.helpers import apply, brokergroup, condition, event_reasons, get, manifest, set_status
 
 ROLE = "brokergroup.io/role"
 SET = "brokergroup.io/broker-set"
@@ -104,11 +104,6 @@ def label_log(kube_api: kubernetes.client.ApiClient, namespace: str) -> Iterator
     thread.join(timeout=10)
 
 
-def set_status(dyn: DynamicClient, namespace: str, sts: str) -> dict[str, Any]:
-    entries = (brokergroup(dyn, namespace, BG).get("status") or {}).get("brokerSets") or []
-    return next((e for e in entries if e.get("name") == sts), {})
-
-
 def labelled_masters(dyn: DynamicClient, namespace: str, sts: str) -> list[str]:
     pods = dyn.resources.get(api_version="v1", kind="Pod").get(namespace=namespace, label_selector=f"{SET}={sts}")
     return sorted(p.metadata.name for p in pods.items if (p.metadata.labels or {}).get(ROLE) == "master")
@@ -118,11 +113,6 @@ def master_service_ip(dyn: DynamicClient, namespace: str, sts: str) -> str:
     svc = get(dyn, "v1", "Service", namespace, f"{sts}-master")
     assert svc is not None
     return str(svc["spec"]["clusterIP"])
-
-
-def condition(dyn: DynamicClient, namespace: str, type_: str) -> dict[str, Any]:
-    conds = (brokergroup(dyn, namespace, BG).get("status") or {}).get("conditions") or []
-    return next((c for c in conds if c["type"] == type_), {})
 
 
 async def produce(address: str, sts: str, bodies: list[bytes]) -> None:
@@ -160,7 +150,7 @@ def rollout_state(dyn: DynamicClient, namespace: str) -> str:
 
 def converged(dyn: DynamicClient, namespace: str, sts: str) -> str | None:
     """The master pod once status, labels and the controller's view agree on exactly one."""
-    entry = set_status(dyn, namespace, sts)
+    entry = set_status(dyn, namespace, BG, sts)
     masters = labelled_masters(dyn, namespace, sts)
     if entry.get("masterPod") and masters == [entry["masterPod"]]:
         return str(entry["masterPod"])
@@ -177,13 +167,10 @@ def test_labels_and_master_services_follow_elections_failover_and_a_master_last_
     label_log: LabelLog,
 ) -> None:
     operator: OperatorProcess = start_operator("http://{cluster_ip}:9878")
-    control_plane.kubectl(
-        "apply",
-        "-n",
+    apply(
+        control_plane,
         namespace,
-        "-f",
-        "-",
-        input=manifest(
+        manifest(
             BG,
             {
                 "controller": {"replicas": 3, "heartbeatTimeoutSeconds": 10},
@@ -194,9 +181,9 @@ def test_labels_and_master_services_follow_elections_failover_and_a_master_last_
     started = time.monotonic()
 
     # -- election --------------------------------------------------------------------------------
-    eventually("every pod Ready", lambda: condition(dyn, namespace, "Ready").get("status") == "True", timeout=240)
+    eventually("every pod Ready", lambda: condition(dyn, namespace, BG, "Ready").get("status") == "True", timeout=240)
     eventually(
-        "MastersElected", lambda: condition(dyn, namespace, "MastersElected").get("status") == "True", timeout=60
+        "MastersElected", lambda: condition(dyn, namespace, BG, "MastersElected").get("status") == "True", timeout=60
     )
     masters = {
         sts: eventually(f"{sts} converged", lambda s=sts: converged(dyn, namespace, s), timeout=60) for sts in SETS
@@ -215,14 +202,14 @@ def test_labels_and_master_services_follow_elections_failover_and_a_master_last_
     address = f"{master_service_ip(dyn, namespace, sts)}:10911"
     before = [f"before-{i}".encode() for i in range(20)]
     asyncio.run(produce(address, sts, before))
-    target = next(p for p in set_status(dyn, namespace, sts)["syncStateSet"] if p != masters[sts])
+    target = next(p for p in set_status(dyn, namespace, BG, sts)["syncStateSet"] if p != masters[sts])
     control_plane.kubectl("annotate", "-n", namespace, "bg", BG, f"brokergroup.io/elect-master={target}")
     asked = time.monotonic()
     eventually("label moved to the target", lambda: converged(dyn, namespace, sts) == target, timeout=60)
     print(f"forced election: label on {target} {time.monotonic() - asked:.2f} s after the annotation")
-    record = set_status(dyn, namespace, sts)["lastElection"]
+    record = set_status(dyn, namespace, BG, sts)["lastElection"]
     assert record["target"] == target and record["result"] == "Elected", record
-    assert record["masterEpoch"] == set_status(dyn, namespace, sts)["masterEpoch"]
+    assert record["masterEpoch"] == set_status(dyn, namespace, BG, sts)["masterEpoch"]
     annotations = brokergroup(dyn, namespace, BG)["metadata"].get("annotations") or {}
     assert "brokergroup.io/elect-master" not in annotations
     after = [f"after-{i}".encode() for i in range(20)]
@@ -263,7 +250,7 @@ def test_labels_and_master_services_follow_elections_failover_and_a_master_last_
                 return False
             if any((p.metadata.labels or {}).get("controller-revision-hash") != revision for p in pods.items):
                 return False
-        return condition(dyn, namespace, "Ready").get("status") == "True"
+        return condition(dyn, namespace, BG, "Ready").get("status") == "True"
 
     try:
         eventually("both sets rolled", all_updated, timeout=300)

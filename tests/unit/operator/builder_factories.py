@@ -1,10 +1,8 @@
-"""Helpers of the builder tests: a fixed owner, children by (kind, name), and a tiny "kubelet" that
-resolves a container's env the way Kubernetes does (downward API, Secret keys, `$(VAR)`)."""
+"""Helpers of the builder tests: a fixed owner, and children by (kind, name). Container env is resolved
+by the test kubelet's own `tests.e2e.kubelet.env.resolve_env`."""
 
 from __future__ import annotations
 
-import base64
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,7 +10,6 @@ from brokergroup.operator.builders import Owner, desired_children
 from brokergroup.operator.spec import BrokerGroupSpec, parse_spec
 
 OWNER = Owner(name="demo", namespace="mq", uid="0b7f6c1e-uid")
-_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
 def spec(**fields: Any) -> BrokerGroupSpec:
@@ -37,28 +34,3 @@ def only_container(statefulset: Mapping[str, Any]) -> dict[str, Any]:
     (container,) = pod_spec(statefulset)["containers"]
     result: dict[str, Any] = container
     return result
-
-
-def resolve_env(env: list[dict[str, Any]], *, pod: str, secrets: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
-    """The environment the kubelet would give the container of `pod`.
-
-    Supports what the builders use: literal values with `$(VAR)` references to variables defined
-    earlier (an unknown reference stays as written, as in Kubernetes), `fieldRef` metadata.name,
-    and `secretKeyRef` into `secrets` (Secret objects by name, base64 `data`).
-    """
-    out: dict[str, str] = {}
-    for item in env:
-        name = item["name"]
-        if "value" in item:
-            out[name] = _REF.sub(lambda m: out.get(m.group(1), m.group(0)), item["value"])
-            continue
-        source = item["valueFrom"]
-        if "fieldRef" in source:
-            assert source["fieldRef"]["fieldPath"] == "metadata.name", source
-            out[name] = pod
-        elif "secretKeyRef" in source:
-            ref = source["secretKeyRef"]
-            out[name] = base64.b64decode(secrets[ref["name"]]["data"][ref["key"]]).decode("utf-8")
-        else:
-            raise AssertionError(f"unsupported env source {source}")
-    return out

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builder_factories import OWNER, children, only_container, resolve_env, spec
+from builder_factories import OWNER, children, only_container, spec
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic_settings import BaseSettings
@@ -29,6 +29,7 @@ from brokergroup.operator.builders import new_auth_secret
 from brokergroup.operator.builders.config import config_hash
 from brokergroup.operator.builders.tomlfile import TomlTypeError, dumps
 from brokergroup.operator.spec import BrokerGroupSpec
+from tests.e2e.kubelet.env import resolve_env
 
 
 def _tokens(*values: str) -> Callable[[int], str]:
@@ -77,9 +78,18 @@ def load_pod(
 
     config_file = tmp_path / item["path"]
     config_file.write_text(configmap["data"][item["key"]], encoding="utf-8")
-    env = resolve_env(container["env"], pod=pod, secrets={SECRET["metadata"]["name"]: SECRET})
+    # The test kubelet's own env resolution: downward API, Secret keys, `$(VAR)`.
+    pod_object = {"metadata": {"name": pod, "namespace": OWNER.namespace}, "spec": {"hostname": pod}}
+    env = resolve_env(
+        container,
+        pod_object,
+        pod_ip="10.88.0.5",
+        host_ip="10.88.0.1",
+        lookup=lambda kind, name: SECRET if (kind, name) == ("Secret", SECRET["metadata"]["name"]) else None,
+    )
     for name, value in env.items():
-        monkeypatch.setenv(name, value)
+        if name not in ("PATH", "HOME", "HOSTNAME"):  # the "image" variables; not settings
+            monkeypatch.setenv(name, value)
     flags = {k: v for k, v in vars(args).items() if k not in ("config", "func", "overrides", "command")}
     return load_settings(
         settings_cls, config_file=config_file, flags=deep_merge(nested(flags), parse_overrides(args.overrides))
