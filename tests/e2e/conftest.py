@@ -5,6 +5,7 @@ Without the binaries (`bash scripts/k8s-bins` builds them) the tier is skipped, 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import subprocess
@@ -54,26 +55,19 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
 @pytest.fixture(scope="session")
 def kube_api(control_plane: ControlPlane) -> Iterator[kubernetes.client.ApiClient]:
     """An ApiClient authenticated as admin (system:masters); the global default configuration is untouched."""
-    api = kubernetes.config.new_client_from_config(config_file=str(control_plane.admin_kubeconfig))
-    try:
+    with kubernetes.config.new_client_from_config(config_file=str(control_plane.admin_kubeconfig)) as api:
         yield api
-    finally:
-        api.close()
 
 
 @pytest.fixture
 def make_api_client() -> Iterator[Callable[[Path], kubernetes.client.ApiClient]]:
     """Build an ApiClient from a kubeconfig (e.g. `control_plane.user_kubeconfig(...)`); closed after the test."""
-    made: list[kubernetes.client.ApiClient] = []
+    with contextlib.ExitStack() as made:
 
-    def make(kubeconfig: Path) -> kubernetes.client.ApiClient:
-        api = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
-        made.append(api)
-        return api
+        def make(kubeconfig: Path) -> kubernetes.client.ApiClient:
+            return made.enter_context(kubernetes.config.new_client_from_config(config_file=str(kubeconfig)))
 
-    yield make
-    for api in made:
-        api.close()
+        yield make
 
 
 @pytest.fixture

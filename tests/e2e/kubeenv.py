@@ -18,7 +18,6 @@ docs/k8s-test-env.md describes how the binaries are built and what differs from 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import dataclasses
 import functools
 import ipaddress
@@ -26,7 +25,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import ssl
 import subprocess
 import tempfile
@@ -166,6 +164,7 @@ class ControlPlane:
         self._etcd_dir: Path | None = None
         self._processes: list[LocalProcess] = []
         self._pki: Pki | None = None
+        self._admin_opener: urllib.request.OpenerDirector | None = None
         self.timings: dict[str, float] = {}
         """Seconds each component took to become ready, in start order."""
         etcd_port, self._peer_port, self.port, self.kcm_port = free_ports(4)
@@ -198,10 +197,10 @@ class ControlPlane:
             raise
 
     def stop(self) -> None:
-        """Stop in reverse start order (SIGTERM to each process group, SIGKILL after 15 s), remove temp dirs."""
+        """Stop in reverse start order (SIGTERM to each process, SIGKILL after 15 s), remove temp dirs."""
         atexit.unregister(self.stop)
         while self._processes:
-            _stop_group(self._processes.pop())
+            self._processes.pop().stop(timeout=15)
         if self._etcd_dir is not None:
             shutil.rmtree(self._etcd_dir, ignore_errors=True)
             self._etcd_dir = None
@@ -226,6 +225,9 @@ class ControlPlane:
         write_private(d / "sa.key", sa.key_pem)
         admin = self._write_kubeconfig(self.admin_kubeconfig, ADMIN_USER, ["system:masters"])
         write_private(d / "admin.pem", admin.cert_pem + admin.key_pem)
+        tls = ssl.create_default_context(cafile=str(self.ca_cert))
+        tls.load_cert_chain(str(d / "admin.pem"))
+        self._admin_opener = _opener(tls)
         self._write_kubeconfig(self.work_dir / "kcm.kubeconfig", KCM_USER, ["system:masters"])
         write_private(self.work_dir / "audit-policy.json", json.dumps(AUDIT_POLICY).encode())
 
@@ -273,7 +275,7 @@ class ControlPlane:
                 "--log-outputs=stderr",
             ],
         )
-        self._wait_ready(process, f"{self.etcd_url}/health", None, timeout)
+        self._wait_ready(process, f"{self.etcd_url}/health", _opener(None), timeout)
 
     def _start_apiserver(self, timeout: float) -> None:
         pki = self.work_dir / "pki"
@@ -303,20 +305,22 @@ class ControlPlane:
                 "--profiling=false",
             ],
         )
-        self._wait_ready(process, f"{self.server}/readyz?verbose", self._admin_tls(), timeout)
+        self._wait_ready(process, f"{self.server}/readyz?verbose", self._admin, timeout)
 
     def _install_crds(self, timeout: float) -> None:
         """Apply `crds` and wait until they are served. This comes before kube-controller-manager starts
         because its garbage collector finds resource types by discovery at start and then only every
-        30 s: children owned by a custom resource whose CRD came later are collected after up to ~40 s."""
+        30 s: children owned by a custom resource whose CRD came later are collected after up to ~40 s.
+
+        Discovery lists a CRD's versions only once it is Established, so polling discovery waits for both."""
         if not self.crds:
             return
         started = time.monotonic()
-        for path in self.crds:
-            result = self.kubectl("apply", "--server-side", "-f", str(path), check=False)
-            if result.returncode != 0:
-                raise ControlPlaneError(f"installing the CRDs of {path} failed: {result.stderr.strip()}")
-        self.kubectl("wait", "--for=condition=Established", "--all", "crd", f"--timeout={int(timeout)}s")
+        result = self.kubectl("apply", "--server-side", *(f"--filename={path}" for path in self.crds), check=False)
+        if result.returncode != 0:
+            raise ControlPlaneError(
+                f"installing the CRDs {[str(p) for p in self.crds]} failed: {result.stderr.strip()}"
+            )
         for crd in self.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")["items"]:
             group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
             for version in [v["name"] for v in crd["spec"]["versions"] if v["served"]]:
@@ -358,7 +362,7 @@ class ControlPlane:
         insecure = ssl.create_default_context()
         insecure.check_hostname = False
         insecure.verify_mode = ssl.CERT_NONE
-        self._wait_ready(process, f"https://127.0.0.1:{self.kcm_port}/healthz", insecure, timeout)
+        self._wait_ready(process, f"https://127.0.0.1:{self.kcm_port}/healthz", _opener(insecure), timeout)
         # /healthz answers before the controllers' caches are synced: wait for one to have acted.
         started = time.monotonic()
         eventually(
@@ -369,10 +373,11 @@ class ControlPlane:
         )
         self.timings["controllers"] = time.monotonic() - started
 
-    def _wait_ready(self, process: LocalProcess, url: str, tls: ssl.SSLContext | None, timeout: float) -> None:
+    def _wait_ready(
+        self, process: LocalProcess, url: str, opener: urllib.request.OpenerDirector, timeout: float
+    ) -> None:
         started = time.monotonic()
         deadline = started + timeout
-        opener = _opener(tls)
         last = "no answer yet"
         while True:
             if not process.running:
@@ -397,14 +402,16 @@ class ControlPlane:
                 )
             time.sleep(0.1)
 
-    def _admin_tls(self) -> ssl.SSLContext:
-        context = ssl.create_default_context(cafile=str(self.ca_cert))
-        context.load_cert_chain(str(self.work_dir / "pki" / "admin.pem"))
-        return context
+    @property
+    def _admin(self) -> urllib.request.OpenerDirector:
+        """An opener that talks to the apiserver as admin (made once, by `_write_pki`)."""
+        if self._admin_opener is None:
+            raise ControlPlaneError("the apiserver is asked before start()")
+        return self._admin_opener
 
     def get(self, path: str) -> Any:
         """GET `path` from the apiserver as admin and decode the JSON answer."""
-        status, body = _fetch(_opener(self._admin_tls()), self.server + path)
+        status, body = _fetch(self._admin, self.server + path)
         if status != 200:
             raise ControlPlaneError(f"GET {path}: HTTP {status}: {body.decode(errors='replace')[:500]}")
         return json.loads(body)
@@ -471,7 +478,7 @@ class ControlPlane:
         """
         offset = self._audit_size()
         token = f"audit-barrier-{uuid.uuid4().hex}"
-        status, body = _fetch(_opener(self._admin_tls()), f"{self.server}/api/v1/namespaces/default/configmaps/{token}")
+        status, body = _fetch(self._admin, f"{self.server}/api/v1/namespaces/default/configmaps/{token}")
         if status != 404:
             raise ControlPlaneError(f"audit barrier GET: expected HTTP 404, got {status}: {body[:500]!r}")
         eventually(
@@ -563,19 +570,3 @@ def _fetch(opener: urllib.request.OpenerDirector, url: str, timeout: float = 10)
     except urllib.error.HTTPError as exc:
         with exc:
             return exc.code, exc.read()
-
-
-def _stop_group(process: LocalProcess, timeout: float = 15.0) -> None:
-    """SIGTERM the process group, SIGKILL it after `timeout`. Signals go to the group only while its
-    leader is not reaped yet, so a recycled pid is never hit."""
-    proc = process.proc
-    if proc is None or proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()

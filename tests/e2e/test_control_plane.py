@@ -22,6 +22,14 @@ def _pods(api: ApiClient, namespace: str, selector: str) -> list[kubernetes.clie
     return kubernetes.client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector).items
 
 
+def _as_new_user(
+    control_plane: ControlPlane, make_api_client: Callable[[Path], ApiClient], prefix: str, groups: list[str]
+) -> tuple[str, kubernetes.client.CoreV1Api]:
+    """A fresh user `<prefix>-<hex>` in `groups`, and a CoreV1Api authenticated as that user."""
+    user = f"{prefix}-{secrets.token_hex(3)}"
+    return user, kubernetes.client.CoreV1Api(make_api_client(control_plane.user_kubeconfig(user, groups)))
+
+
 def _bind(api: ApiClient, namespace: str, user: str, cluster_role: str) -> None:
     kubernetes.client.RbacAuthorizationV1Api(api).create_namespaced_role_binding(
         namespace,
@@ -46,8 +54,7 @@ def test_rbac_denies_a_user_until_a_role_binding_allows_it(
     make_api_client: Callable[[Path], ApiClient],
     namespace: str,
 ) -> None:
-    user = f"reader-{secrets.token_hex(3)}"
-    as_user = kubernetes.client.CoreV1Api(make_api_client(control_plane.user_kubeconfig(user, ["readers"])))
+    user, as_user = _as_new_user(control_plane, make_api_client, "reader", ["readers"])
     with pytest.raises(ApiException) as denied:
         as_user.list_namespaced_pod(namespace)
     assert denied.value.status == 403
@@ -137,8 +144,7 @@ def test_audit_log_attributes_writes_to_their_user(
     make_api_client: Callable[[Path], ApiClient],
     namespace: str,
 ) -> None:
-    writer = f"writer-{secrets.token_hex(3)}"
-    as_writer = kubernetes.client.CoreV1Api(make_api_client(control_plane.user_kubeconfig(writer)))
+    writer, as_writer = _as_new_user(control_plane, make_api_client, "writer", [])
     _bind(kube_api, namespace, writer, "edit")
     eventually(f"{writer} may list configmaps", lambda: as_writer.list_namespaced_config_map(namespace) is not None)
     mark = control_plane.mark()

@@ -13,10 +13,11 @@ from typing import Any
 import kubernetes
 import pytest
 
+from brokergroup.chaos.netns import namespaces
 from tests.e2e.kubeenv import ControlPlane, eventually
 from tests.e2e.kubelet import NODE_NAME, Kubelet
 from tests.e2e.kubelet.env import expand
-from tests.e2e.kubelet.network import NETNS_PREFIX, dns_lines, namespaces
+from tests.e2e.kubelet.network import NETNS_PREFIX, dns_lines
 from tests.e2e.kubelet.workloads import (
     PORT,
     Kubectl,
@@ -24,13 +25,13 @@ from tests.e2e.kubelet.workloads import (
     apply,
     fetch_in_pod,
     get,
+    run_web,
     service,
     starts,
     statefulset_ready,
     store_statefulset,
-    web_statefulset,
 )
-from tests.e2e.operator.conftest import CRD, OPERATOR_USER, OperatorProcess
+from tests.e2e.operator.conftest import OPERATOR_USER, OperatorProcess
 
 
 @pytest.fixture
@@ -46,8 +47,7 @@ def apps(kube_api: kubernetes.client.ApiClient) -> kubernetes.client.AppsV1Api:
 def test_statefulset_pods_run_and_become_ready(
     kubelet: Kubelet, kubectl: Kubectl, namespace: str, core: kubernetes.client.CoreV1Api, apps: Any
 ) -> None:
-    apply(kubectl, namespace, service("web", {"app": "web"}, headless=True), web_statefulset("web"))
-    eventually("StatefulSet web is 2/2 ready", lambda: statefulset_ready(apps, namespace, "web", 2), timeout=60)
+    run_web(kubectl, apps, namespace)
     for name in ("web-0", "web-1"):
         pod = core.read_namespaced_pod(name, namespace)
         assert pod.spec.node_name == NODE_NAME
@@ -65,14 +65,7 @@ def test_statefulset_pods_run_and_become_ready(
 def test_pods_resolve_pod_and_service_names(
     kubelet: Kubelet, kubectl: Kubectl, namespace: str, apps: Any, core: kubernetes.client.CoreV1Api
 ) -> None:
-    apply(
-        kubectl,
-        namespace,
-        service("web", {"app": "web"}, headless=True),
-        service("front", {"app": "web", "role": "x"}),
-        web_statefulset("web"),
-    )
-    eventually("StatefulSet web is 2/2 ready", lambda: statefulset_ready(apps, namespace, "web", 2), timeout=60)
+    run_web(kubectl, apps, namespace, service("front", {"app": "web", "role": "x"}))
     # Pod names as the StatefulSet's headless Service gives them (the EndpointSlice carries the hostname).
     for short in ("web-1.web", f"web-1.web.{namespace}", f"web-1.web.{namespace}.svc"):
         assert fetch_in_pod(kubelet, "web-0", f"http://{short}:{PORT}/name") == "web-1"
@@ -98,14 +91,7 @@ def test_pods_resolve_pod_and_service_names(
 def test_root_namespace_reaches_cluster_ip_and_follows_relabel(
     kubelet: Kubelet, kubectl: Kubectl, namespace: str, apps: Any, core: kubernetes.client.CoreV1Api
 ) -> None:
-    apply(
-        kubectl,
-        namespace,
-        service("web", {"app": "web"}, headless=True),
-        service("master", {"app": "web", "role": "x"}),
-        web_statefulset("web"),
-    )
-    eventually("StatefulSet web is 2/2 ready", lambda: statefulset_ready(apps, namespace, "web", 2), timeout=60)
+    run_web(kubectl, apps, namespace, service("master", {"app": "web", "role": "x"}))
     cluster_ip = core.read_namespaced_service("master", namespace).spec.cluster_ip
     url = f"http://{cluster_ip}/name"
     # No endpoint yet: refused at once by the proxy, not routed anywhere.
@@ -128,8 +114,7 @@ def test_root_namespace_reaches_cluster_ip_and_follows_relabel(
 def test_killed_container_restarts_and_becomes_ready_again(
     kubelet: Kubelet, kubectl: Kubectl, namespace: str, apps: Any, core: kubernetes.client.CoreV1Api
 ) -> None:
-    apply(kubectl, namespace, service("web", {"app": "web"}, headless=True), web_statefulset("web", replicas=1))
-    eventually("StatefulSet web is 1/1 ready", lambda: statefulset_ready(apps, namespace, "web", 1), timeout=60)
+    run_web(kubectl, apps, namespace, replicas=1)
     ip_before = kubelet.pod_ip("web-0")
     pid = kubelet.kill("web-0", signal.SIGKILL)
     killed = time.monotonic()
@@ -257,8 +242,7 @@ def test_env_volumes_and_pvc_data_survive_pod_recreation(
 def test_deleting_the_statefulset_removes_processes_and_namespaces(
     kubelet: Kubelet, kubectl: Kubectl, namespace: str, apps: Any, core: kubernetes.client.CoreV1Api
 ) -> None:
-    apply(kubectl, namespace, service("web", {"app": "web"}, headless=True), web_statefulset("web"))
-    eventually("StatefulSet web is 2/2 ready", lambda: statefulset_ready(apps, namespace, "web", 2), timeout=60)
+    run_web(kubectl, apps, namespace)
     pids = {name: kubelet.pid(name) for name in ("web-0", "web-1")}
     netns = {kubelet.netns(name) for name in ("web-0", "web-1")}
     assert all(pid and alive(pid, "http.server") for pid in pids.values())
@@ -309,7 +293,7 @@ def test_operator_pod_templates_run_a_brokergroup(
     answers 200, so the StatefulSet counts 3 ready) and 3 brokers register and become ready. The operator runs
     in the root namespace, where `<bg>-controller-api.<ns>.svc` does not resolve: it reaches the controllers
     through the Service's ClusterIP and the kubelet's proxy (`{cluster_ip}` in --controller-url)."""
-    kubectl("apply", "--server-side", "-f", str(CRD))
+    # The BrokerGroup CRD is one of crds/, installed by the control_plane fixture.
     operator = OperatorProcess(
         control_plane.user_kubeconfig(OPERATOR_USER, ["system:masters"]),
         namespace,

@@ -44,7 +44,6 @@ class Informer(threading.Thread):
         self.namespace = namespace
         self.sink = sink
         self.synced = threading.Event()
-        self.relists = 0
         self._items: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._stopped = threading.Event()
@@ -96,7 +95,6 @@ class Informer(threading.Thread):
         with self._lock:
             changed = set(self._items) | set(items)
             self._items = items
-        self.relists += 1
         for name in sorted(changed):
             self.sink.put((self.kind, name))
         self.synced.set()

@@ -178,8 +178,7 @@ class Kubelet:
             informer.join(5)
         if self._lock.held:  # else another kubelet owns the host's network: leave it alone
             self.proxy.delete()
-            self.host.destroy()
-            network.sweep()
+            network.sweep()  # the pods' namespaces, the bridge, ip_forward
             self.mount_points.remove_created()
             self._lock.release()
         self.executor.shutdown(wait=False, cancel_futures=True)

@@ -23,12 +23,15 @@ import ipaddress
 import logging
 import os
 import shutil
-import signal
-import subprocess
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+# The chaos harness's namespace tools: `run` raises NetnsError with the tool's stderr.
+from brokergroup.chaos.netns import NetnsError, namespaces
+from brokergroup.chaos.netns import _kill_namespace as kill_namespace
+from brokergroup.chaos.netns import _run as run
 
 logger = logging.getLogger(__name__)
 
@@ -49,18 +52,8 @@ RESOLV_CONF = (
 
 
 class NetworkError(RuntimeError):
-    """A network namespace, link, route or file could not be made or changed."""
-
-
-def run(argv: list[str], *, stdin: str | None = None, check: bool = True) -> str:
-    """Run a tool; its stdout, or NetworkError with its stderr when it fails (and `check`)."""
-    try:
-        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, check=False, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise NetworkError(f"{' '.join(argv)}: {exc}") from exc
-    if check and done.returncode != 0:
-        raise NetworkError(f"{' '.join(argv)}: exit {done.returncode}: {done.stderr.strip()}")
-    return done.stdout
+    """The host is taken by another test kubelet, or the pod addresses are used up (a failing `ip` or `nft`
+    raises the chaos harness's NetnsError)."""
 
 
 def netns_name(namespace: str, pod: str, uid: str) -> str:
@@ -73,17 +66,9 @@ def veth_name(netns: str) -> str:
     return VETH_PREFIX + netns[len(NETNS_PREFIX) :]
 
 
-def namespaces() -> list[str]:
-    return [line.split()[0] for line in run(["ip", "netns", "list"]).splitlines() if line.strip()]
-
-
 def kill_netns(name: str) -> None:
     """SIGKILL every process still in network namespace `name`, delete it and its /etc/netns folder."""
-    pids = run(["ip", "netns", "pids", name], check=False)
-    for pid in (int(p) for p in pids.split()):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    run(["ip", "netns", "del", name], check=False)
+    kill_namespace(name)
     shutil.rmtree(ETC_NETNS / name, ignore_errors=True)
 
 
@@ -143,8 +128,8 @@ def sweep() -> list[str]:
             removed.append(name)
     for folder in ETC_NETNS.glob(NETNS_PREFIX + "*"):
         shutil.rmtree(folder, ignore_errors=True)
-    if run(["ip", "link", "show", BRIDGE], check=False):
-        run(["ip", "link", "del", BRIDGE], check=False)
+    with contextlib.suppress(NetnsError):  # no bridge
+        run(["ip", "link", "del", BRIDGE])
         removed.append(BRIDGE)
     restore_ip_forward()
     return removed
@@ -153,8 +138,8 @@ def sweep() -> list[str]:
 class HostNetwork:
     """The bridge, the Service CIDR route and ip_forward; `PodNetwork`s hang off the bridge.
 
-    ip_forward is switched on if it is off, and switched back by `destroy`; the value found is also kept in
-    /run/bgkubelet/ip_forward.before, so that `sweep` restores it after a kubelet that died."""
+    ip_forward is switched on if it is off; the value found is kept in /run/bgkubelet/ip_forward.before, and
+    `sweep` (which also deletes the bridge, and with it the route) restores it."""
 
     def __init__(self, service_cidr: str) -> None:
         self.service_cidr = service_cidr
@@ -170,10 +155,6 @@ class HostNetwork:
         if before != "1":
             FORWARD_BEFORE.write_text(before)
             IP_FORWARD.write_text("1\n")
-
-    def destroy(self) -> None:
-        run(["ip", "link", "del", BRIDGE], check=False)  # its routes go with it
-        restore_ip_forward()
 
     def allocate_ip(self) -> str:
         """The next unused pod address; addresses are not reused while this kubelet runs (no stale ARP or

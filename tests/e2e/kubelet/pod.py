@@ -57,7 +57,6 @@ class PodWorker(threading.Thread):
         self.grace: float | None = None
         self.finished = threading.Event()
         self.volume_error = ""
-        self.patches = 0
         self._wake = threading.Event()
         self._last_status = ""
 
@@ -195,4 +194,3 @@ class PodWorker(threading.Thread):
             logger.warning("status of %s: %s", self.pod_name, exc)
             return
         self._last_status = text
-        self.patches += 1

@@ -128,8 +128,6 @@ class Prober:
         self.result = kind == "liveness"
         self.successes = self.failures = 0
         self.next_due = 0.0
-        self.message = ""
-        self.runs = 0
         self._future: Future[Outcome] | None = None
 
     def reset(self, started: float) -> None:
@@ -155,16 +153,14 @@ class Prober:
                 return None
             self._future = None
             ok, message = future.result()
-            self._count(ok, message)
+            self._count(ok)
             return ok, message
         if now >= self.next_due:
             self.next_due = now + self.period
-            self.runs += 1
             self._future = self.executor.submit(run_probe, self.spec, self.container, self.pod_ip, self.netns, pid)
         return None
 
-    def _count(self, ok: bool, message: str) -> None:
-        self.message = message
+    def _count(self, ok: bool) -> None:
         if ok:
             self.successes, self.failures = self.successes + 1, 0
             if self.successes >= self.success_threshold:

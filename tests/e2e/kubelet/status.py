@@ -15,9 +15,9 @@ logger = logging.getLogger(__name__)
 COMPONENT = "test-kubelet"
 
 
-def rfc3339(moment: datetime.datetime | None = None) -> str:
-    moment = moment or datetime.datetime.now(datetime.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+def rfc3339() -> str:
+    """Now, as the API's timestamps are written."""
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Conditions:
@@ -73,8 +73,13 @@ class EventRecorder:
                     return
                 name = f"{meta['name']}.{secrets.token_hex(8)}"
                 self._seen[key] = (name, 1)
-            involved = {"kind": "Pod", "apiVersion": "v1", "namespace": meta["namespace"], "name": meta["name"]}
-            involved["uid"] = meta["uid"]
+            involved = {
+                "kind": "Pod",
+                "apiVersion": "v1",
+                "namespace": meta["namespace"],
+                "name": meta["name"],
+                "uid": meta["uid"],
+            }
             if field_path:
                 involved["fieldPath"] = field_path
             body = {

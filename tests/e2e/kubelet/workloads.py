@@ -13,6 +13,7 @@ from typing import Any
 
 import kubernetes
 
+from tests.e2e.kubeenv import eventually
 from tests.e2e.kubelet.kubelet import Kubelet
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
@@ -74,6 +75,24 @@ def service(name: str, selector: dict[str, str], *, headless: bool = False, port
 def statefulset_ready(apps: kubernetes.client.AppsV1Api, namespace: str, name: str, replicas: int) -> bool:
     status = apps.read_namespaced_stateful_set_status(name, namespace).status
     return (status.ready_replicas or 0) == replicas
+
+
+def run_web(
+    kubectl: Kubectl,
+    apps: kubernetes.client.AppsV1Api,
+    namespace: str,
+    *services: dict[str, Any],
+    replicas: int = 2,
+) -> None:
+    """Apply the headless Service `web`, `services` and the StatefulSet `web`; wait until every replica is ready."""
+    apply(
+        kubectl, namespace, service("web", {"app": "web"}, headless=True), *services, web_statefulset("web", replicas)
+    )
+    eventually(
+        f"StatefulSet web is {replicas}/{replicas} ready",
+        lambda: statefulset_ready(apps, namespace, "web", replicas),
+        timeout=60,
+    )
 
 
 def get(url: str, timeout: float = 3.0) -> str:
