@@ -35,6 +35,7 @@ from typing import IO, Any
 import aiohttp
 
 from brokergroup.broker.client import Consumer, ProduceError, Producer
+from brokergroup.common.jsonl import read_jsonl
 
 Op = dict[str, Any]
 
@@ -76,12 +77,7 @@ class HistoryWriter:
 
 def read_history(path: Path) -> Iterator[Op]:
     """The operations of a history file; a torn last line (the writer was killed) is skipped."""
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
-                continue
+    return read_jsonl(path)
 
 
 class ProducerClient:

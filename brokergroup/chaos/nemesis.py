@@ -34,7 +34,6 @@ import asyncio
 import dataclasses
 import random
 import signal
-import time
 from typing import Any
 
 from brokergroup.chaos.history import HistoryWriter
@@ -84,7 +83,6 @@ class Fault:
     kind: str
     target: str
     broker_set: str | None
-    started: float
     detail: dict[str, Any]
 
     def describe(self) -> dict[str, Any]:
@@ -105,7 +103,7 @@ class Nemesis:
         else:
             target = await self._target(target_kind, broker_set)
             owner = next((name for name in self.cluster.sets if target in self.cluster.replica_names(name)), None)
-            fault = Fault(kind, target, owner, time.time(), {})
+            fault = Fault(kind, target, owner, {})
             process = self.cluster.processes()[target]
             process.signal(signal.SIGKILL if action == "kill" else signal.SIGSTOP)
         self._record(fault, "start")
@@ -161,14 +159,14 @@ class Nemesis:
             cuts = network.describe_cuts()
             await asyncio.sleep(CUT_BEFORE_KILL_S)  # the master may acknowledge alone meanwhile (async)
             self.cluster.processes()[master].signal(signal.SIGKILL)
-            return Fault(kind, master, broker_set, time.time(), {"cuts": cuts, "killedAfterS": CUT_BEFORE_KILL_S})
+            return Fault(kind, master, broker_set, {"cuts": cuts, "killedAfterS": CUT_BEFORE_KILL_S})
         if kind == "partition-leader":
             leader = await self.cluster.controller_leader()
             network.cut([leader], [c for c in controllers if c != leader])
-            return Fault(kind, leader, None, time.time(), {"cuts": network.describe_cuts()})
+            return Fault(kind, leader, None, {"cuts": network.describe_cuts()})
         master = await self._target("master", broker_set)
         others = controllers
         if kind == "partition-master-all":
             others = controllers + [r for r in self.cluster.replica_names(broker_set) if r != master] + ["hub"]
         network.cut([master], others)
-        return Fault(kind, master, broker_set, time.time(), {"cuts": network.describe_cuts()})
+        return Fault(kind, master, broker_set, {"cuts": network.describe_cuts()})

@@ -38,6 +38,7 @@ from brokergroup.chaos.history import (
 )
 from brokergroup.chaos.nemesis import Fault, Nemesis
 from brokergroup.chaos.topology import ChaosCluster, ClusterSpec
+from brokergroup.common.jsonl import read_jsonl
 from brokergroup.controller.client import ControllerClient
 from brokergroup.controller.codes import ControllerError
 
@@ -269,12 +270,4 @@ class ChaosRun:
 
 def load_events(paths: list[Path]) -> list[dict[str, Any]]:
     """Every controller event-log record of every node (the checker deduplicates by eventId)."""
-    records: list[dict[str, Any]] = []
-    for path in paths:
-        with path.open(encoding="utf-8") as f:
-            for line in f:
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue  # a line torn by kill -9
-    return records
+    return [record for path in paths for record in read_jsonl(path)]

@@ -61,7 +61,6 @@ class SetHealth:
 class ChaosCluster:
     def __init__(self, base_dir: Path, spec: ClusterSpec) -> None:
         self.spec = spec
-        self.base_dir = base_dir
         controller_names = [f"n{i}" for i in range(spec.controllers)]
         set_names = [f"bs{i}" for i in range(spec.sets)]
         replica_names = {s: [f"{s}-{j}" for j in range(spec.replicas)] for s in set_names}

@@ -27,7 +27,7 @@ from brokergroup.demo import audit, charts, model, report, timeline, traffic, ve
 from brokergroup.local import attach, profiles
 from brokergroup.local.brokers import BrokerSet
 from brokergroup.local.cluster import ClusterSpec, LocalCluster, purge
-from brokergroup.local.snapshot import Readiness
+from brokergroup.local.cmd import wait_with_progress
 from brokergroup.local.state import StateError, read_state
 
 STEPS = 7
@@ -148,7 +148,7 @@ async def on_the_cluster(
     """Steps 1-5, while the cluster runs: up, traffic, the kill, the timeline, the read-back."""
     with clock.phase("start cluster"):
         cluster.start()
-        await wait_ready(cluster, clock.console)
+        await wait_with_progress(cluster, clock.console, timeout=240, indent="      ")
     masters = [f"{s.broker_name} master {await master_name(s)}" for s in cluster.sets]
     clock.say("cluster up: " + ", ".join(masters))
     with clock.phase("traffic and failover"):
@@ -163,17 +163,6 @@ async def on_the_cluster(
         await read_back(cluster, history)
     copy_event_logs(cluster, opts.out / "event-logs")
     return producers, line
-
-
-async def wait_ready(cluster: LocalCluster, console: Console) -> None:
-    columns = (TextColumn("      {task.description:<44}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console) as progress:
-        task = progress.add_task("starting processes", total=None)
-
-        def update(ready: Readiness) -> None:
-            progress.update(task, total=ready.total, completed=ready.completed, description=ready.waiting_for())
-
-        await cluster.wait_ready(timeout=240, on_progress=update)
 
 
 async def master_name(brokers: BrokerSet) -> str:

@@ -16,11 +16,11 @@ Pure, except `read_events`, which reads event-log files.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from brokergroup.common.jsonl import read_jsonl
 from brokergroup.demo.model import Ack
 
 REQUIRED = ("fault", "detected", "elected", "switched")
@@ -203,12 +203,5 @@ def read_events(directory: Path) -> list[dict[str, Any]]:
     records = []
     for path in sorted(directory.rglob("events-*.jsonl")):
         node = path.stem.removeprefix("events-").rsplit("-", 1)[0]
-        with path.open(encoding="utf-8") as f:
-            for line in f:
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a torn last line
-                if isinstance(record, dict):
-                    records.append({**record, "node": record.get("node") or node})
+        records += [{**r, "node": r.get("node") or node} for r in read_jsonl(path) if isinstance(r, dict)]
     return records

@@ -72,7 +72,6 @@ class StopResult:
     """Names of processes that exited after SIGTERM."""
     killed: tuple[str, ...]
     """Names of processes that needed SIGKILL."""
-    already_stopped: tuple[str, ...]
     remaining: tuple[str, ...]
     """Names still alive at the end (should be empty)."""
 
@@ -86,7 +85,6 @@ def stop(
     """SIGTERM every live process (SIGCONT first, in case it is stopped), wait up to `timeout`
     seconds, then SIGKILL what is left and wait for it to go."""
     live = [r for r in records if alive(r)]
-    stopped_before = tuple(r.name for r in records if r not in live)
     for record in live:
         assert record.pid is not None
         _send(record.pid, signal.SIGCONT)
@@ -99,7 +97,6 @@ def stop(
     return StopResult(
         terminated=tuple(r.name for r in live if r not in remaining),
         killed=tuple(r.name for r in remaining if r not in left),
-        already_stopped=stopped_before,
         remaining=tuple(r.name for r in left),
     )
 

@@ -18,6 +18,7 @@ import aiohttp
 
 from brokergroup.local.ports import free_ports
 from brokergroup.local.processes import LocalProcess, stop_all, tail
+from brokergroup.local.snapshot import get_json
 
 API_PORT = 10911
 HA_PORT = 10912
@@ -99,13 +100,7 @@ class BrokerSet:
         stop_all(list(self.nodes))
 
     async def status(self, index: int, session: aiohttp.ClientSession) -> dict[str, Any] | None:
-        try:
-            async with session.get(
-                f"http://{self.nodes[index].api}/v1/status", timeout=aiohttp.ClientTimeout(total=2)
-            ) as r:
-                return dict(await r.json()) if r.status == 200 else None
-        except (aiohttp.ClientError, TimeoutError, ValueError):
-            return None
+        return await get_json(session, f"http://{self.nodes[index].api}/v1/status")
 
     async def master(self, *, timeout: float = 30.0, exclude: set[int] | None = None) -> int:
         """Index of the replica that is master with a live write lease."""

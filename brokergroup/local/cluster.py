@@ -125,9 +125,6 @@ class LocalCluster:
     def all_processes(self) -> list[LocalProcess]:
         return [*self.controllers.nodes, *(n for s in self.sets for n in s.nodes)]
 
-    def set_named(self, name: str) -> BrokerSet:
-        return next(s for s in self.sets if s.broker_name == name)
-
     @property
     def event_log_dir(self) -> Path:
         return self.directory / "controllers"

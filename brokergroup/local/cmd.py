@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from brokergroup.local import attach, profiles, status
 from brokergroup.local.cluster import ClusterSpec, LocalCluster, purge
-from brokergroup.local.snapshot import Readiness
+from brokergroup.local.snapshot import ClusterSnapshot, Readiness
 from brokergroup.local.state import AUTH_FILE, STATE_FILE, ClusterState, StateError, read_state
 
 DEFAULT_DIR = Path("brokergroup-local")
@@ -119,8 +119,11 @@ def run_up(args: argparse.Namespace) -> int:
     return 0
 
 
-async def wait_with_progress(cluster: LocalCluster, console: Console, timeout: float) -> Any:
-    columns = (SpinnerColumn(), TextColumn("{task.description:<44}"), BarColumn(), MofNCompleteColumn())
+async def wait_with_progress(
+    cluster: LocalCluster, console: Console, timeout: float, *, indent: str = ""
+) -> ClusterSnapshot:
+    """`cluster.wait_ready` with a progress bar naming the step it waits for (`local up`, the demo)."""
+    columns = (SpinnerColumn(), TextColumn(indent + "{task.description:<44}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, TimeElapsedColumn(), console=console, transient=False) as progress:
         task = progress.add_task("starting processes", total=None)
 

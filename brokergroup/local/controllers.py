@@ -168,9 +168,7 @@ def running_group(
 ) -> Iterator[ControllerGroup]:
     """A 3-node group on free loopback ports with a random Raft password: started, settled on a
     leader, and stopped on exit (tests and tools)."""
-    group = ControllerGroup(
-        base_dir, admin_token=admin_token, password=secrets.token_urlsafe(16), extra_args=extra_args
-    )
+    group = ControllerGroup(base_dir, admin_token=admin_token, extra_args=extra_args)
     group.start_all()
     try:
         asyncio.run(settled(group))

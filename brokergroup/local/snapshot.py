@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +20,11 @@ from brokergroup.controller.codes import ControllerError
 from brokergroup.local.state import ClusterState, ProcessRecord
 
 STATUS_TIMEOUT = aiohttp.ClientTimeout(total=2.0)
+
+
+def _field(status: dict[str, Any] | None, key: str) -> Any | None:
+    """One field of a process's /v1/status; None when it did not answer."""
+    return None if status is None else status.get(key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,11 +40,11 @@ class ControllerView:
 
     @property
     def leader_id(self) -> str | None:
-        return None if self.status is None else self.status.get("leaderId")
+        return _field(self.status, "leaderId")
 
     @property
     def term(self) -> int | None:
-        return None if self.status is None else self.status.get("term")
+        return _field(self.status, "term")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,20 +64,18 @@ class ReplicaView:
 
     @property
     def broker_id(self) -> int | None:
-        return None if self.status is None else self.status.get("brokerId")
+        return _field(self.status, "brokerId")
 
     @property
     def master_epoch(self) -> int | None:
-        return None if self.status is None else self.status.get("masterEpoch")
+        return _field(self.status, "masterEpoch")
 
     @property
     def lease_ms(self) -> int:
-        return 0 if self.status is None else int(self.status.get("writeLeaseRemainingMs") or 0)
+        return int(_field(self.status, "writeLeaseRemainingMs") or 0)
 
     def store(self, key: str) -> int | None:
-        if self.status is None:
-            return None
-        value = (self.status.get("store") or {}).get(key)
+        value = (_field(self.status, "store") or {}).get(key)
         return None if value is None else int(value)
 
 
@@ -93,9 +95,6 @@ class SetView:
                 return replica
         return None
 
-    def in_sync_ids(self) -> list[int]:
-        return [] if self.info is None else sorted(r.broker_id for r in self.info.in_sync_replicas)
-
     def in_sync_alive(self) -> int:
         return 0 if self.info is None else sum(1 for r in self.info.in_sync_replicas if r.alive)
 
@@ -110,7 +109,6 @@ class SetView:
 class ClusterSnapshot:
     controllers: tuple[ControllerView, ...]
     sets: tuple[SetView, ...]
-    taken_at_ms: int
 
     def leader(self) -> ControllerView | None:
         """The serving controller leader, once every node that answers agrees which node it is."""
@@ -177,7 +175,6 @@ async def take(
             )
             for s in state.sets
         ),
-        taken_at_ms=int(time.time() * 1000),
     )
 
 

@@ -34,10 +34,16 @@ def headline(state: ClusterState, snap: ClusterSnapshot) -> Text:
     )
 
 
+def _table(title: str, columns: tuple[str, ...], *, left: tuple[str, ...] | None = None) -> Table:
+    """A titled table; with `left`, only those columns are left-aligned and the rest right-aligned."""
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+    for column in columns:
+        table.add_column(column, justify="left" if left is None or column in left else "right", no_wrap=True)
+    return table
+
+
 def controllers_table(snap: ClusterSnapshot) -> Table:
-    table = Table(title="controllers", title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("node", "api", "state", "term", "knows leader"):
-        table.add_column(column, no_wrap=True)
+    table = _table("controllers", ("node", "api", "state", "term", "knows leader"))
     for c in snap.controllers:
         state = "unreachable" if c.status is None else "leader" if c.serving else "follower"
         style = {"leader": "bold green", "unreachable": "red"}.get(state, "")
@@ -46,9 +52,7 @@ def controllers_table(snap: ClusterSnapshot) -> Table:
 
 
 def sets_table(snap: ClusterSnapshot) -> Table:
-    table = Table(title="broker sets", title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("set", "master", "masterEpoch", "sync-state-set", "sssEpoch"):
-        table.add_column(column, no_wrap=True)
+    table = _table("broker sets", ("set", "master", "masterEpoch", "sync-state-set", "sssEpoch"))
     for s in snap.sets:
         if s.info is None:
             table.add_row(s.name, Text("unknown to the controller", "yellow"), "-", "-", "-")
@@ -65,9 +69,8 @@ def sets_table(snap: ClusterSnapshot) -> Table:
 
 
 def replicas_table(snap: ClusterSnapshot) -> Table:
-    table = Table(title="replicas", title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("replica", "id", "role", "epoch", "maxOffset", "confirmOffset", "lag"):
-        table.add_column(column, justify="left" if column in ("replica", "role") else "right", no_wrap=True)
+    columns = ("replica", "id", "role", "epoch", "maxOffset", "confirmOffset", "lag")
+    table = _table("replicas", columns, left=("replica", "role"))
     for s in snap.sets:
         for r in s.replicas:
             table.add_row(
@@ -85,9 +88,7 @@ def replicas_table(snap: ClusterSnapshot) -> Table:
 
 def masters_table(snap: ClusterSnapshot) -> Table:
     """The short table `local up` prints: one row per set."""
-    table = Table(title="masters", title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("set", "master", "api", "masterEpoch", "in sync"):
-        table.add_column(column, no_wrap=True)
+    table = _table("masters", ("set", "master", "api", "masterEpoch", "in sync"))
     for s in snap.sets:
         m = s.master()
         table.add_row(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import secrets
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,7 +21,7 @@ import pytest
 
 from brokergroup.controller import protocol
 from brokergroup.controller.codes import ResponseCode
-from brokergroup.local.controllers import ControllerGroup, settled
+from brokergroup.local.controllers import ControllerGroup, running_group
 from tests.integration.conftest import ADMIN_TOKEN, eventually
 from tests.integration.controller.scenario import CLUSTER, register_replicas
 
@@ -279,27 +278,13 @@ NO_TOKEN: dict[str, dict[str, str]] = {
 
 @pytest.fixture(scope="module")
 def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControllerGroup]:
-    group = ControllerGroup(
-        tmp_path_factory.mktemp("bad-input") / "controllers",
-        admin_token=ADMIN_TOKEN,
-        password=secrets.token_urlsafe(16),
-    )
-    group.start_all()
-    try:
+    with running_group(tmp_path_factory.mktemp("bad-input") / "controllers", admin_token=ADMIN_TOKEN) as group:
         asyncio.run(seed(group))
         yield group
-    finally:
-        group.stop_all()
-
-
-async def every_node_knows_the_leader(group: ControllerGroup) -> None:
-    await settled(group)
 
 
 async def seed(group: ControllerGroup) -> None:
     """`set-a`: brokers 1 and 2 registered, 1 elected master (first election: no liveness needed)."""
-    await group.leader()
-    await every_node_knows_the_leader(group)
     async with group.client() as client:
         await register_replicas(client, SET, (1, 2), heartbeat=False)
         elected = await client.elect_master(

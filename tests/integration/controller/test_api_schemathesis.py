@@ -9,18 +9,17 @@ and invalid data refused with a 4xx.
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
-import hypothesis
 import pytest
 import schemathesis
 from schemathesis import checks
 
 from brokergroup.controller.openapi import build_openapi
-from brokergroup.local.controllers import ControllerGroup, settled
+from brokergroup.local.controllers import ControllerGroup, running_group
+from tests.integration.conformance import DOCUMENT_CHECKS, SETTINGS
 from tests.integration.conftest import ADMIN_TOKEN
 
 pytestmark = pytest.mark.integration
@@ -37,39 +36,13 @@ def not_a_server_error(ctx: Any, response: Any, case: Any) -> bool | None:
     return result
 
 
-CHECKS = [
-    not_a_server_error,
-    checks.status_code_conformance,
-    checks.content_type_conformance,
-    checks.response_schema_conformance,
-    checks.negative_data_rejection,
-]
-SETTINGS = hypothesis.settings(
-    max_examples=25,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=list(hypothesis.HealthCheck),
-    phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
-)
-
-
-async def every_node_knows_the_leader(group: ControllerGroup) -> None:
-    await settled(group)
+CHECKS = [not_a_server_error, *DOCUMENT_CHECKS]
 
 
 @pytest.fixture(scope="module")
 def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControllerGroup]:
-    group = ControllerGroup(
-        tmp_path_factory.mktemp("schemathesis") / "controllers",
-        admin_token=ADMIN_TOKEN,
-        password=secrets.token_urlsafe(16),
-    )
-    group.start_all()
-    try:
-        asyncio.run(every_node_knows_the_leader(group))
+    with running_group(tmp_path_factory.mktemp("schemathesis") / "controllers", admin_token=ADMIN_TOKEN) as group:
         yield group
-    finally:
-        group.stop_all()
 
 
 @pytest.fixture(scope="module")

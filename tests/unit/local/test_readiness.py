@@ -53,7 +53,7 @@ def info(master: int | None, in_sync: list[int], alive: set[int] | None = None) 
 
 
 def snap(ctl: tuple[ControllerView, ...], *sets: SetView) -> ClusterSnapshot:
-    return ClusterSnapshot(controllers=ctl, sets=sets, taken_at_ms=0)
+    return ClusterSnapshot(controllers=ctl, sets=sets)
 
 
 UP = controllers("n1", ["n1", "n1", "n1"])
