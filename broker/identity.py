@@ -62,10 +62,10 @@ def _parse(text: str, *, temp: bool, path: Path) -> Identity:
 
 
 def _read(path: Path, *, temp: bool) -> Identity | None:
-    if not path.exists():
-        return None
     try:
         text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
     except UnicodeDecodeError as exc:
         raise IdentityError(f"{path}: not a text file ({exc.reason})") from exc
     return _parse(text, temp=temp, path=path)

@@ -131,20 +131,17 @@ def cross_check(findings: DataFrame, files: list[Path] | None, lines: int, setti
     if lines > settings.cross_check_limit:
         return {"status": "skipped", "why": f"{lines} lines > cross-check limit {settings.cross_check_limit}"}
     records, _ = extract.read_records(files)
-    python = {invariants.finding_key(f): f for f in invariants.audit_findings(records, settings.params)}
+    key = invariants.finding_key
+    python = invariants.audit_findings(records, settings.params)
     rows = [r.asDict() for r in findings.collect()]
-    spark_side = {invariants.finding_key(f): f for f in rows}
-    status = "agree" if python.keys() == spark_side.keys() and len(rows) == len(spark_side) else "disagree"
+    status = "agree" if sorted(map(key, python)) == sorted(map(key, rows)) else "disagree"
 
-    def only(mine: dict[Any, dict[str, Any]], theirs: dict[Any, dict[str, Any]]) -> list[dict[str, Any]]:
-        return [{c: mine[k][c] for c in contract.FINDING_KEY} for k in sorted(mine.keys() - theirs.keys())[:10]]
+    def only(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        known = set(map(key, theirs))
+        extra = {key(f): f for f in mine if key(f) not in known}
+        return [{c: extra[k][c] for c in contract.FINDING_KEY} for k in sorted(extra)[:10]]
 
-    return {
-        "status": status,
-        "findings": len(rows),
-        "onlySpark": only(spark_side, python),
-        "onlyPython": only(python, spark_side),
-    }
+    return {"status": status, "findings": len(rows), "onlySpark": only(rows, python), "onlyPython": only(python, rows)}
 
 
 def execute(

@@ -8,9 +8,12 @@ reconnect later; the store is left consistent (every store call is all-or-nothin
 On the master's HANDSHAKE (its epoch entries and max offset) the slave decides where its log
 stops agreeing with the master's (reference §4.3 `doTruncate`):
 
-- a new replica (no epoch entry) keeps nothing: it asks for offset 0, i.e. the master's min
-  offset, and accepts the first frame wherever the master's log starts. A log with bytes but no
-  epoch entry cannot be checked, so it is cut back to its start first;
+- a new replica keeps nothing: it asks for offset 0, i.e. the master's min offset, and accepts
+  the first frame wherever the master's log starts. That is a replica with no epoch entry (a log
+  with bytes but no epoch entry cannot be checked, so it is cut back to its start first), or one
+  whose log is empty: its entries claim no bytes, and the new master may have replaced that
+  same empty epoch with its own (`EpochCache.append_entry`, #9942), so none would match. Its
+  entries are dropped;
 - otherwise `find_consistent_point` gives the offset `p` up to which both logs were written by
   the same epochs; -1 means none: `ReplicationError`, retried later (a human may have to rebuild
   this replica). The log and the epochs are cut at `p` (crash-safe: the store's `truncate`), and
@@ -124,20 +127,16 @@ class SlaveConnection:
                 f"master's last epoch {frame.master_last_epoch} is older than epoch {newest_known} "
                 "known here: a stale master, nothing truncated"
             )
-        if local and store.max_offset == store.min_offset:
-            # An empty log's epoch entries claim no bytes (e.g. epoch 1 began at 0 and nothing was
-            # written before the master changed): nothing to compare, nothing to lose. Drop them
-            # and replicate from scratch, or no epoch would ever match the new master's.
-            logger.info("empty log with epochs %s: replicating from scratch", _show(local))
-            store.truncate(store.min_offset)
-            local = ()
-        if not local:
+        if not local or store.max_offset == store.min_offset:
             if store.max_offset > store.min_offset:
                 logger.warning(
                     "log holds [%d, %d) but no epoch entry; cutting it to replicate from scratch",
                     store.min_offset,
                     store.max_offset,
                 )
+            elif local:
+                logger.info("empty log with epochs %s: replicating from scratch", _show(local))
+            if local or store.max_offset > store.min_offset:
                 store.truncate(store.min_offset)
             self._new_replica = True
             self._start(0)

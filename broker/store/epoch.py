@@ -25,7 +25,9 @@ Decision on #9942 (DESIGN §4): RocketMQ rejects a new epoch that starts where t
 an old epoch. Here the last entry is then *empty* (it covers no bytes) and carries no information
 that any replica needs: `append_entry` drops it and appends the new entry. So the last epoch
 always equals the newest master epoch, start offsets still strictly increase, and
-`find_consistent_point` is unaffected (only epochs that cover data can be a consistent point).
+`find_consistent_point` is unaffected (only epochs that cover data can be a consistent point). A
+slave whose log is empty may hold nothing but the epoch the new master replaced; it has nothing
+to compare and replicates from scratch (`ha.slave_conn`).
 """
 
 from __future__ import annotations

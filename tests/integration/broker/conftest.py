@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,23 +28,25 @@ def make_set(tmp: Path, controllers: ControllerGroup, extra: list[str], name: st
     )
 
 
-@pytest.fixture
-def sync_set(controller_group: ControllerGroup, tmp_path: Path) -> Iterator[BrokerSet]:
-    brokers = make_set(tmp_path, controller_group, SYNC)
+@contextlib.contextmanager
+def running_set(tmp: Path, controllers: ControllerGroup, extra: list[str]) -> Iterator[BrokerSet]:
+    """`make_set`, started, with a master elected; stopped on exit."""
+    brokers = make_set(tmp, controllers, extra)
     brokers.start_all()
     try:
         asyncio.run(brokers.master())
         yield brokers
     finally:
         brokers.stop_all()
+
+
+@pytest.fixture
+def sync_set(controller_group: ControllerGroup, tmp_path: Path) -> Iterator[BrokerSet]:
+    with running_set(tmp_path, controller_group, SYNC) as brokers:
+        yield brokers
 
 
 @pytest.fixture
 def async_set(controller_group: ControllerGroup, tmp_path: Path) -> Iterator[BrokerSet]:
-    brokers = make_set(tmp_path, controller_group, [])
-    brokers.start_all()
-    try:
-        asyncio.run(brokers.master())
+    with running_set(tmp_path, controller_group, []) as brokers:
         yield brokers
-    finally:
-        brokers.stop_all()

@@ -25,9 +25,10 @@ import aiohttp
 import pytest
 
 from brokergroup.broker import wire
+from brokergroup.local import profiles
 from brokergroup.local.brokers import BrokerSet
-from brokergroup.local.controllers import ControllerGroup, settled
-from tests.integration.broker.conftest import SYNC, make_set
+from brokergroup.local.controllers import ControllerGroup, running_group
+from tests.integration.broker.conftest import SYNC, running_set
 from tests.integration.conftest import ADMIN_TOKEN, eventually
 
 pytestmark = pytest.mark.integration
@@ -291,33 +292,16 @@ class Cluster:
     brokers: BrokerSet
 
 
-FAST_CONTROLLERS = [
-    "--set", "rocketmq.scanInactiveMasterInterval=500",
-    "--set", "rocketmq.scanNotActiveBrokerInterval=500",
-]  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     base: Path = tmp_path_factory.mktemp("broker-bad-input")
-    controllers = ControllerGroup(
-        base / "controllers",
-        admin_token=ADMIN_TOKEN,
-        password=secrets.token_urlsafe(16),
-        extra_args=FAST_CONTROLLERS,
-    )
-    controllers.start_all()
-    try:
-        asyncio.run(settled(controllers))
-        brokers = make_set(base, controllers, SYNC)
-        brokers.start_all()
-        try:
-            asyncio.run(seed(brokers))
-            yield Cluster(controllers, brokers)
-        finally:
-            brokers.stop_all()
-    finally:
-        controllers.stop_all()
+    extra = profiles.FAST.controller_args()
+    with (
+        running_group(base / "controllers", admin_token=ADMIN_TOKEN, extra_args=extra) as controllers,
+        running_set(base, controllers, SYNC) as brokers,
+    ):
+        asyncio.run(seed(brokers))
+        yield Cluster(controllers, brokers)
 
 
 async def seed(brokers: BrokerSet) -> None:

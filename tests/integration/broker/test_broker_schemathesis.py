@@ -9,13 +9,11 @@ invalid data refused with a 4xx.
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import hypothesis
 import pytest
 import schemathesis
 from schemathesis import checks
@@ -23,26 +21,14 @@ from schemathesis import checks
 from brokergroup.broker import wire
 from brokergroup.broker.openapi import build_openapi
 from brokergroup.local.brokers import BrokerSet
-from brokergroup.local.controllers import ControllerGroup, settled
-from tests.integration.broker.conftest import make_set
+from brokergroup.local.controllers import running_group
+from tests.integration.broker.conftest import running_set
+from tests.integration.conformance import DOCUMENT_CHECKS, SETTINGS
 from tests.integration.conftest import ADMIN_TOKEN
 
 pytestmark = pytest.mark.integration
 
-CHECKS = [
-    checks.not_a_server_error,
-    checks.status_code_conformance,
-    checks.content_type_conformance,
-    checks.response_schema_conformance,
-    checks.negative_data_rejection,
-]
-SETTINGS = hypothesis.settings(
-    max_examples=25,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=list(hypothesis.HealthCheck),
-    phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
-)
+CHECKS = [checks.not_a_server_error, *DOCUMENT_CHECKS]
 
 # The binary batch is sent as the raw bytes schemathesis generates for `format: binary`.
 schemathesis.serializer.alias(wire.BATCH_CONTENT_TYPE, "application/octet-stream")
@@ -51,19 +37,11 @@ schemathesis.serializer.alias(wire.BATCH_CONTENT_TYPE, "application/octet-stream
 @pytest.fixture(scope="module")
 def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerSet]:
     base: Path = tmp_path_factory.mktemp("broker-schemathesis")
-    controllers = ControllerGroup(base / "controllers", admin_token=ADMIN_TOKEN, password=secrets.token_urlsafe(16))
-    controllers.start_all()
-    try:
-        asyncio.run(settled(controllers))
-        brokers = make_set(base, controllers, [])
-        brokers.start_all()
-        try:
-            asyncio.run(brokers.master())
-            yield brokers
-        finally:
-            brokers.stop_all()
-    finally:
-        controllers.stop_all()
+    with (
+        running_group(base / "controllers", admin_token=ADMIN_TOKEN) as controllers,
+        running_set(base, controllers, []) as brokers,
+    ):
+        yield brokers
 
 
 @pytest.fixture(scope="module")

@@ -93,41 +93,27 @@ def test_a_trailing_newline_is_tolerated(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "names"),
+    ("temp", "text", "names"),
     [
-        ("", ("cluster#broker#id",)),
-        ("cluster-a#broker-a", ("cluster#broker#id",)),
-        ("cluster-a#broker-a#2#extra", ("cluster#broker#id",)),
-        ("cluster-a#broker-a#two", ("broker id", "'two'", "not a number")),
-        ("cluster-a#broker-a#", ("broker id", "not a number")),
-        ("cluster-a#broker-a#2.0", ("broker id", "'2.0'")),
+        (False, "", ("cluster#broker#id",)),
+        (False, "cluster-a#broker-a", ("cluster#broker#id",)),
+        (False, "cluster-a#broker-a#2#extra", ("cluster#broker#id",)),
+        (False, "cluster-a#broker-a#two", ("broker id", "'two'", "not a number")),
+        (False, "cluster-a#broker-a#", ("broker id", "not a number")),
+        (False, "cluster-a#broker-a#2.0", ("broker id", "'2.0'")),
+        (True, "", ("cluster#broker#id#checkcode",)),
+        (True, "cluster-a#broker-a#3", ("cluster#broker#id#checkcode",)),
+        (True, "cluster-a#broker-a#3#code#more", ("cluster#broker#id#checkcode",)),
+        (True, "cluster-a#broker-a#x#127.0.0.1:1;1", ("broker id", "'x'")),
     ],
 )
-def test_a_malformed_final_file_names_its_path(tmp_path: Path, text: str, names: tuple[str, ...]) -> None:
+def test_a_malformed_file_names_its_path(tmp_path: Path, temp: bool, text: str, names: tuple[str, ...]) -> None:
     files = IdentityFiles(tmp_path)
-    files.final.write_text(text, encoding="utf-8")
+    path, load = (files.temp, files.load_temp) if temp else (files.final, files.load)
+    path.write_text(text, encoding="utf-8")
     with pytest.raises(IdentityError) as caught:
-        files.load()
-    assert str(files.final) in str(caught.value)
-    for name in names:
-        assert name in str(caught.value)
-
-
-@pytest.mark.parametrize(
-    ("text", "names"),
-    [
-        ("", ("cluster#broker#id#checkcode",)),
-        ("cluster-a#broker-a#3", ("cluster#broker#id#checkcode",)),
-        ("cluster-a#broker-a#3#code#more", ("cluster#broker#id#checkcode",)),
-        ("cluster-a#broker-a#x#127.0.0.1:1;1", ("broker id", "'x'")),
-    ],
-)
-def test_a_malformed_temp_file_names_its_path(tmp_path: Path, text: str, names: tuple[str, ...]) -> None:
-    files = IdentityFiles(tmp_path)
-    files.temp.write_text(text, encoding="utf-8")
-    with pytest.raises(IdentityError) as caught:
-        files.load_temp()
-    assert str(files.temp) in str(caught.value)
+        load()
+    assert str(path) in str(caught.value)
     for name in names:
         assert name in str(caught.value)
 

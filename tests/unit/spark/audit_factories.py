@@ -8,12 +8,15 @@ explicit: `at(ms)` sets the clock to T0 + ms, and every record takes the current
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 Record = dict[str, Any]
+Events = Callable[[list[Record]], "DataFrame"]
+"""The `events` fixture: records in, deduplicated events out."""
 T0 = 1_767_225_600_000
 """2026-01-01T00:00:00Z in ms."""
 

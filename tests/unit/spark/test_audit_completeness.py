@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from audit_factories import T0, Scenario, only, rows
-from pyspark.sql import DataFrame
+from audit_factories import T0, Events, Scenario, only, rows
 
 from brokergroup.spark.transform import completeness
-
-Events = Callable[[list[dict[str, object]]], DataFrame]
 
 
 def history() -> Scenario:

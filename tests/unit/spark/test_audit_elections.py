@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
 
 import pytest
-from audit_factories import T0, Scenario, expected, rows
-from pyspark.sql import DataFrame
+from audit_factories import T0, Events, Scenario, expected, rows
 
 from brokergroup.spark.transform import elections, findings
 
-Events = Callable[[list[dict[str, object]]], DataFrame]
 DAY = 86_400_000
 
 

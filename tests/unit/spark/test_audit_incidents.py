@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from audit_factories import T0, Scenario, expected, rows
-from pyspark.sql import DataFrame
+from audit_factories import T0, Events, Scenario, expected, rows
 
 from brokergroup.spark.transform import incidents
-
-Events = Callable[[list[dict[str, object]]], DataFrame]
 
 
 def history() -> Scenario:
@@ -47,48 +42,27 @@ def test_mttr_percentiles_overall_per_set_and_per_cause(events: Events) -> None:
     out = incidents.mttr(incidents.incidents(events(history().records)))
     assert rows(out) == expected(
         [
-            {
-                "scope": "all",
-                "key": "all",
-                "incidents": 3,
-                "open": 1,
-                "p50Ms": 500,
-                "p90Ms": 100_100,
-                "p99Ms": 100_100,
-                "maxMs": 100_100,
-            },
-            {
-                "scope": "set",
-                "key": "s",
-                "incidents": 3,
-                "open": 1,
-                "p50Ms": 500,
-                "p90Ms": 100_100,
-                "p99Ms": 100_100,
-                "maxMs": 100_100,
-            },
-            {
-                "scope": "cause",
-                "key": "channel_closed",
-                "incidents": 1,
-                "open": 1,
-                "p50Ms": 20,
-                "p90Ms": 20,
-                "p99Ms": 20,
-                "maxMs": 20,
-            },
-            {
-                "scope": "cause",
-                "key": "heartbeat_timeout",
-                "incidents": 2,
-                "open": 0,
-                "p50Ms": 500,
-                "p90Ms": 100_100,
-                "p99Ms": 100_100,
-                "maxMs": 100_100,
-            },
+            mttr_row("all", "all", 3, 1, 500, 100_100, 100_100, 100_100),
+            mttr_row("set", "s", 3, 1, 500, 100_100, 100_100, 100_100),
+            mttr_row("cause", "channel_closed", 1, 1, 20, 20, 20, 20),
+            mttr_row("cause", "heartbeat_timeout", 2, 0, 500, 100_100, 100_100, 100_100),
         ]
     )
+
+
+def mttr_row(
+    scope: str, key: str, count: int, still_open: int, p50: int, p90: int, p99: int, most: int
+) -> dict[str, object]:
+    return {
+        "scope": scope,
+        "key": key,
+        "incidents": count,
+        "open": still_open,
+        "p50Ms": p50,
+        "p90Ms": p90,
+        "p99Ms": p99,
+        "maxMs": most,
+    }
 
 
 def incident(

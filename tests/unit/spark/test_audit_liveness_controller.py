@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
 
-from audit_factories import T0, Scenario, expected, rows
-from pyspark.sql import DataFrame
+from audit_factories import T0, Events, Scenario, expected, rows
 
 from brokergroup.spark.transform import controller, liveness
-
-Events = Callable[[list[dict[str, object]]], DataFrame]
 
 
 def flapping_history() -> Scenario:

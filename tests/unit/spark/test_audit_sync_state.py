@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from audit_factories import T0, Scenario, expected, rows
-from pyspark.sql import DataFrame
+from audit_factories import T0, Events, Scenario, expected, rows
 
 from brokergroup.spark.transform import sync_state
-
-Events = Callable[[list[dict[str, object]]], DataFrame]
 
 
 def history() -> Scenario:
