@@ -168,7 +168,7 @@ class Reconciler:
             )
 
         try:
-            spec = parse_spec(bg.get("spec") or {})
+            spec = parse_spec(bg.get("spec") or {}, default_image=self.settings.image)
         except SpecError as exc:
             cond = Condition(conditions.READY, "False", "InvalidSpec", str(exc))
             await self._finish_conditions_only(cycle, previous, [cond], generation, transition_event="InvalidSpec")

@@ -16,6 +16,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from brokergroup.operator import names
+from brokergroup.operator.spec import DEFAULT_IMAGE
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -42,6 +43,8 @@ class OperatorSettings(BaseSettings):
     """How the operator reaches a BrokerGroup's controllers; `{name}`, `{namespace}` and `{cluster_ip}`
     (the ClusterIP of `<name>-controller-api`) are filled in. Outside the cluster, on a host whose
     service proxy routes ClusterIPs, use `http://{cluster_ip}:9878`."""
+    image: Annotated[str, Field(min_length=1)] = DEFAULT_IMAGE
+    """Image of the controllers and brokers of every BrokerGroup whose spec names none."""
     controller_timeout: Annotated[float, Field(gt=0, le=120)] = 5.0
     """Seconds one controller call may take."""
     instance: str = Field(default_factory=lambda: _hostname())
@@ -95,8 +98,12 @@ def configure_kopf(kopf_settings: kopf.OperatorSettings, ours: OperatorSettings)
     - Progress and the last-handled spec live in annotations under `operator.brokergroup.io`, not
       in `status.kopf` (the CRD's status schema has no such field).
     - No finalizer: every child has an ownerReference, so the garbage collector deletes them.
+    - No scanning: kopf would otherwise list and watch every CRD and Namespace in the cluster to
+      notice resources appearing at runtime, which needs a cluster-wide grant the chart does not
+      give. The BrokerGroup CRD is resolved once at startup (the chart installs it first).
     """
     kopf_settings.peering.standalone = True
+    kopf_settings.scanning.disabled = True
     kopf_settings.posting.enabled = False
     kopf_settings.persistence.finalizer = f"operator.{names.GROUP}/finalizer"
     kopf_settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=f"operator.{names.GROUP}")

@@ -142,10 +142,14 @@ def _is_type_tag(part: object) -> bool:
     return isinstance(part, str) and (part in ("int", "str") or "-" in part or "[" in part)
 
 
-def parse_spec(spec: dict[str, Any] | Any) -> BrokerGroupSpec:
-    """Parse a stored spec; raise `SpecError` naming the first bad field."""
+def parse_spec(spec: dict[str, Any] | Any, *, default_image: str = DEFAULT_IMAGE) -> BrokerGroupSpec:
+    """Parse a stored spec; raise `SpecError` naming the first bad field.
+
+    `spec.image` has no default in the CRD: a group that names none runs `default_image`, the
+    operator's `image` setting (the chart sets it to the operator's own image), so upgrading the
+    operator upgrades those groups, master last."""
     try:
-        return BrokerGroupSpec.model_validate(dict(spec))
+        return BrokerGroupSpec.model_validate({"image": default_image, **dict(spec)})
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"] if not _is_type_tag(p)) or "spec"

@@ -16,6 +16,7 @@ import kubernetes
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from tests.e2e import helmchart
 from tests.e2e.kubeenv import PROJECT_CRDS, Binaries, ControlPlane, eventually
 from tests.e2e.kubelet import Kubelet, missing_requirements
 
@@ -119,3 +120,25 @@ def kubelet(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Iter
         _missing("", "the test kubelet needs " + ", ".join(missing))
     with Kubelet(control_plane.admin_kubeconfig, namespace, tmp_path / "kubelet") as running:
         yield running
+
+
+OPERATOR_NAMESPACE = "brokergroup-system"
+OPERATOR_RELEASE = "brokergroup"
+
+
+@pytest.fixture(scope="session")
+def operator_login(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> helmchart.InCluster:
+    """The chart installed once (`helm install brokergroup charts/brokergroup -n brokergroup-system`, cluster
+    scope) and a token of its ServiceAccount where a pod has it: every operator in the e2e tier runs with the
+    chart's RBAC and nothing more. The chart's Deployment stays Pending (no kubelet in that namespace); the
+    tests run the operator process themselves, logged in exactly as that pod would be."""
+    if control_plane.binaries.missing(helm=True):
+        _missing(str(control_plane.binaries.helm))
+    control_plane.kubectl("create", "namespace", OPERATOR_NAMESPACE)
+    control_plane.helm(
+        "install", OPERATOR_RELEASE, str(helmchart.CHART), "--namespace", OPERATOR_NAMESPACE, "--wait=false"
+    )
+    account = f"{OPERATOR_RELEASE}"
+    return helmchart.service_account_login(
+        control_plane, OPERATOR_NAMESPACE, account, tmp_path_factory.mktemp("operator-sa")
+    )

@@ -14,6 +14,7 @@ import kubernetes
 import pytest
 
 from brokergroup.chaos.netns import namespaces
+from tests.e2e.helmchart import InCluster
 from tests.e2e.kubeenv import ControlPlane, eventually
 from tests.e2e.kubelet import NODE_NAME, Kubelet
 from tests.e2e.kubelet.env import expand
@@ -31,7 +32,7 @@ from tests.e2e.kubelet.workloads import (
     statefulset_ready,
     store_statefulset,
 )
-from tests.e2e.operator.conftest import OPERATOR_USER, OperatorProcess
+from tests.e2e.operator.conftest import OperatorProcess
 
 
 @pytest.fixture
@@ -288,6 +289,7 @@ def test_operator_pod_templates_run_a_brokergroup(
     apps: Any,
     core: kubernetes.client.CoreV1Api,
     tmp_path: Path,
+    operator_login: InCluster,
 ) -> None:
     """The operator's own StatefulSets, run by the kubelet: 3 controllers elect a Raft leader (their /readyz
     answers 200, so the StatefulSet counts 3 ready) and 3 brokers register and become ready. The operator runs
@@ -295,7 +297,7 @@ def test_operator_pod_templates_run_a_brokergroup(
     through the Service's ClusterIP and the kubelet's proxy (`{cluster_ip}` in --controller-url)."""
     # The BrokerGroup CRD is one of crds/, installed by the control_plane fixture.
     operator = OperatorProcess(
-        control_plane.user_kubeconfig(OPERATOR_USER, ["system:masters"]),
+        operator_login,
         namespace,
         tmp_path,
         "http://{cluster_ip}:9878",

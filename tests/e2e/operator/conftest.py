@@ -1,5 +1,7 @@
-"""Operator e2e fixtures: `brokergroup operator` as a real process watching one test namespace, logged
-in as its own user so that its API writes can be counted (the `control_plane` fixture installs the CRD)."""
+"""Operator e2e fixtures: `brokergroup operator` as a real process watching one test namespace, logged in
+as the Helm chart's ServiceAccount through the in-cluster path (`operator_login`), so that every test runs
+with the chart's RBAC, and its API writes and refusals can be counted in the audit log (the `control_plane`
+fixture installs the CRD)."""
 
 from __future__ import annotations
 
@@ -21,25 +23,21 @@ from brokergroup.local import profiles
 from brokergroup.local.controllers import ControllerGroup, running_group
 from brokergroup.local.ports import free_ports
 from brokergroup.local.processes import LocalProcess, tail
+from tests.e2e import helmchart
+from tests.e2e.helmchart import InCluster
 from tests.e2e.kubeenv import ControlPlane, eventually
 from tests.e2e.operator import helpers
 
 ROOT = Path(__file__).resolve().parents[3]
-OPERATOR_USER = "brokergroup-operator"
 UNREACHABLE_CONTROLLER = "http://127.0.0.1:9"
 
 
-@pytest.fixture(scope="session")
-def operator_kubeconfig(control_plane: ControlPlane) -> Path:
-    # Issue 7 narrows this identity to the chart's RBAC; here it is an admin with its own name.
-    return control_plane.user_kubeconfig(OPERATOR_USER, ["system:masters"])
-
-
 class OperatorProcess:
-    """`brokergroup operator` for one namespace, restartable."""
+    """`brokergroup operator` for one namespace, restartable; logged in from a kubeconfig, or in-cluster as
+    a ServiceAccount (`InCluster`: no kubeconfig, KUBERNETES_SERVICE_HOST and the mounted token)."""
 
-    def __init__(self, kubeconfig: Path, namespace: str, work: Path, controller_url: str) -> None:
-        self.kubeconfig = kubeconfig
+    def __init__(self, login: Path | InCluster, namespace: str, work: Path, controller_url: str) -> None:
+        self.login = login
         self.namespace = namespace
         self.controller_url = controller_url
         self.metrics_port, self.liveness_port = free_ports(2)
@@ -48,33 +46,34 @@ class OperatorProcess:
 
     def start(self) -> None:
         self.starts += 1
-        self.process.spawn(
-            [
-                sys.executable,
-                "-m",
-                "brokergroup.cli",
-                "operator",
-                "--kubeconfig",
-                str(self.kubeconfig),
-                "--namespace",
-                self.namespace,
-                "--metrics-host",
-                "127.0.0.1",
-                "--metrics-port",
-                str(self.metrics_port),
-                "--liveness-port",
-                str(self.liveness_port),
-                "--resync-seconds",
-                "2",
-                "--controller-url",
-                self.controller_url,
-                "--set",
-                "retry_seconds=0.5",
-                "--log-level",
-                "INFO",
-            ],
-            {},
-        )
+        login = ["--kubeconfig", str(self.login)] if isinstance(self.login, Path) else []
+        argv = [
+            sys.executable,
+            "-m",
+            "brokergroup.cli",
+            "operator",
+            *login,
+            "--namespace",
+            self.namespace,
+            "--metrics-host",
+            "127.0.0.1",
+            "--metrics-port",
+            str(self.metrics_port),
+            "--liveness-port",
+            str(self.liveness_port),
+            "--resync-seconds",
+            "2",
+            "--controller-url",
+            self.controller_url,
+            "--set",
+            "retry_seconds=0.5",
+            "--log-level",
+            "INFO",
+        ]
+        if isinstance(self.login, InCluster):
+            self.process.spawn(self.login.command(argv), self.login.env())
+        else:
+            self.process.spawn(argv, {"KUBERNETES_SERVICE_HOST": ""})
         eventually("operator serves /metrics", self._metrics_up, timeout=30)
 
     def _metrics_up(self) -> bool:
@@ -112,19 +111,23 @@ StartOperator = Callable[..., OperatorProcess]
 
 @pytest.fixture
 def start_operator(
-    control_plane: ControlPlane, namespace: str, operator_kubeconfig: Path, tmp_path: Path
+    control_plane: ControlPlane, namespace: str, operator_login: InCluster, tmp_path: Path
 ) -> Iterator[StartOperator]:
     """`start_operator(controller_url)`: a running operator for the test's namespace, stopped after the
-    test (also when its start failed halfway, and whatever another stop raised)."""
+    test (also when its start failed halfway, and whatever another stop raised). After the test, no request
+    of the operator may have been refused: the chart's RBAC is enough for everything the test made it do."""
+    mark = control_plane.mark()
     with contextlib.ExitStack() as stack:
 
         def start(controller_url: str = UNREACHABLE_CONTROLLER) -> OperatorProcess:
-            op = OperatorProcess(operator_kubeconfig, namespace, tmp_path, controller_url)
+            op = OperatorProcess(operator_login, namespace, tmp_path, controller_url)
             stack.callback(op.stop)
             op.start()
             return op
 
         yield start
+    refused = helmchart.denied(control_plane, operator_login.user, mark)
+    assert not refused, "the chart's RBAC refused the operator:\n" + "\n".join(refused)
 
 
 @pytest.fixture

@@ -10,8 +10,9 @@ from typing import Any
 import yaml
 from kubernetes.dynamic import DynamicClient
 
+from tests.e2e.helmchart import InCluster
 from tests.e2e.kubeenv import ControlPlane, eventually
-from tests.e2e.operator.conftest import OPERATOR_USER, ROOT, OperatorProcess
+from tests.e2e.operator.conftest import ROOT, OperatorProcess
 from tests.e2e.operator.helpers import apply, brokergroup, event_reasons, get, manifest, observed, patch_spec
 
 EXAMPLES = ROOT / "examples"
@@ -191,7 +192,11 @@ def test_spec_changes_reach_the_children_and_delete_cleans_up(
 
 
 def test_restart_with_nothing_changed_writes_nothing(
-    control_plane: ControlPlane, namespace: str, operator: OperatorProcess, dyn: DynamicClient
+    control_plane: ControlPlane,
+    namespace: str,
+    operator: OperatorProcess,
+    dyn: DynamicClient,
+    operator_login: InCluster,
 ) -> None:
     name = "steady"
     apply(control_plane, namespace, manifest(name, {"brokers": {"sets": 2}}))
@@ -205,7 +210,7 @@ def test_restart_with_nothing_changed_writes_nothing(
 
     # Settled: several resync periods (2 s) pass without a write.
     def quiet_since(mark: int) -> bool:
-        return not control_plane.audit_writes(OPERATOR_USER, after=mark)
+        return not control_plane.audit_writes(operator_login.user, after=mark)
 
     mark = control_plane.mark()
     writes_before = operator.metric("brokergroup_operator_api_writes_total")
@@ -215,7 +220,8 @@ def test_restart_with_nothing_changed_writes_nothing(
         timeout=30,
     )
     assert quiet_since(mark), [
-        (w["verb"], w["objectRef"], w.get("requestURI")) for w in control_plane.audit_writes(OPERATOR_USER, after=mark)
+        (w["verb"], w["objectRef"], w.get("requestURI"))
+        for w in control_plane.audit_writes(operator_login.user, after=mark)
     ]
     assert operator.metric("brokergroup_operator_api_writes_total") == writes_before
 
@@ -227,7 +233,7 @@ def test_restart_with_nothing_changed_writes_nothing(
         lambda: operator.metric("brokergroup_operator_reconciles_total", trigger="timer") >= 2,
         timeout=30,
     )
-    writes = control_plane.audit_writes(OPERATOR_USER, after=mark)
+    writes = control_plane.audit_writes(operator_login.user, after=mark)
     assert writes == [], [(w["verb"], w["objectRef"]) for w in writes]
     assert operator.metric("brokergroup_operator_api_writes_total") == 0
 
