@@ -14,8 +14,10 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
+from brokergroup import images
+
 QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
-DEFAULT_IMAGE = "ghcr.io/brokergroup/brokergroup:0.1.0"
+DEFAULT_IMAGE = images.runtime_image()
 
 
 class SpecError(ValueError):

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from tests.e2e.kubeenv import ControlPlane
+from tests.e2e.kubeenv import CACHE, ControlPlane
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "brokergroup"
@@ -160,3 +161,12 @@ def pod_specs(objects: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]
         if spec is not None:
             out.append((f"{o['kind']}/{o['metadata']['name']}", spec))
     return out
+
+
+def third_party_crd(plural: str) -> Path:
+    """A CRD `scripts/k8s-bins` copied out of its Go module (BROKERGROUP_K8S_CRDS, or the default cache)."""
+    folder = Path(os.environ.get("BROKERGROUP_K8S_CRDS") or CACHE / "crds")
+    found = sorted(folder.glob(f"*_{plural}.yaml"))
+    if not found:
+        raise FileNotFoundError(f"no CRD for {plural} in {folder}: run `bash scripts/k8s-bins`")
+    return found[0]

@@ -1,0 +1,379 @@
+"""The chart rendered with every documented values combination: `helm lint`, `helm template`, a server-side
+dry-run of every object on the real apiserver, restricted pod security on every pod, refused bad values, and
+the chart's defaults equal to the operator's."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from brokergroup import images
+from brokergroup.operator.builders.pods import container_security_context, pod_security_context
+from brokergroup.operator.settings import OperatorSettings
+from tests.e2e import helmchart
+from tests.e2e.helmchart import CHART, kinds, pod_specs, render, values_args
+from tests.e2e.kubeenv import ControlPlane, KubectlError
+
+RELEASE, NAMESPACE = "bg", "ops"
+DIGEST = "sha256:" + "ab" * 32
+FULL = f"{RELEASE}-brokergroup"
+
+# Every combination docs/install.md documents, with what it must render.
+COMBINATIONS: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "namespaced": {"watch": {"scope": "Namespaced", "namespaces": ["team-a", "team-b"]}},
+    "namespaced-release-namespace": {"watch": {"scope": "Namespaced"}},
+    "service-monitor": {"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}},
+    "no-metrics-service": {"metrics": {"service": {"enabled": False}}},
+    "existing-service-account": {
+        "serviceAccount": {"create": False, "name": "ops-operator"},
+        "rbac": {"create": False},
+    },
+    "pinned-images": {"image": {"digest": DIGEST}, "brokerGroupImage": "registry.example/brokergroup:1.2.3"},
+    "placement": {
+        "priorityClassName": "system-cluster-critical",
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "ops", "effect": "NoSchedule"}],
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["ops"]}]}]
+                }
+            }
+        },
+        "resources": {"requests": {"cpu": "50m", "memory": "96Mi"}, "limits": {"memory": "192Mi"}},
+        "podAnnotations": {"example.org/team": "ops"},
+        "podLabels": {"team": "ops"},
+        "imagePullSecrets": [{"name": "regcred"}],
+    },
+    "operator-settings": {
+        "operator": {
+            "logLevel": "DEBUG",
+            "resyncSeconds": 30,
+            "retrySeconds": 2,
+            "controllerUrl": "http://{cluster_ip}:9878",
+            "controllerTimeoutSeconds": 3,
+            "metricsPort": 9090,
+            "livenessPort": 9091,
+            "extraEnv": [{"name": "PYTHONFAULTHANDLER", "value": "1"}],
+        }
+    },
+    "audit-cronjob": {"audit": {"cronJob": {"enabled": True, "brokerGroup": "demo", "namespace": "apps"}}},
+    "audit-cronjob-reports": {
+        "audit": {
+            "cronJob": {
+                "enabled": True,
+                "brokerGroup": "demo",
+                "controllerReplicas": 5,
+                "failOnViolations": False,
+                "reportsClaim": "audit-reports",
+                "extraArgs": ["--min-in-sync-replicas", "2"],
+                "timeZone": "Etc/UTC",
+            }
+        }
+    },
+}
+
+EXPECTED_KINDS = {
+    "defaults": [
+        ("ClusterRole", FULL),
+        ("ClusterRoleBinding", FULL),
+        ("Deployment", FULL),
+        ("Service", f"{FULL}-metrics"),
+        ("ServiceAccount", FULL),
+    ],
+    "namespaced": [
+        ("Deployment", FULL),
+        ("Role", FULL),
+        ("Role", FULL),
+        ("RoleBinding", FULL),
+        ("RoleBinding", FULL),
+        ("Service", f"{FULL}-metrics"),
+        ("ServiceAccount", FULL),
+    ],
+    "no-metrics-service": [
+        ("ClusterRole", FULL),
+        ("ClusterRoleBinding", FULL),
+        ("Deployment", FULL),
+        ("ServiceAccount", FULL),
+    ],
+    "existing-service-account": [("Deployment", FULL), ("Service", f"{FULL}-metrics")],
+}
+
+
+@pytest.fixture(scope="module")
+def namespaces(control_plane: ControlPlane) -> Iterator[None]:
+    """The namespaces the combinations render into, and the ServiceMonitor CRD, for the dry-runs."""
+    wanted = [NAMESPACE, "team-a", "team-b", "apps"]
+    for ns in wanted:
+        control_plane.kubectl("create", "namespace", ns)
+    control_plane.kubectl("apply", "--server-side", "-f", str(helmchart.third_party_crd("servicemonitors")))
+    control_plane.kubectl("wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com")
+    yield
+    for ns in wanted:
+        control_plane.kubectl("delete", "namespace", ns, "--wait=false")
+
+
+def env_of(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in container.get("env") or [] if "valueFrom" not in e}
+
+
+def operator_container(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    container: dict[str, Any] = deployment["spec"]["template"]["spec"]["containers"][0]
+    return container
+
+
+def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    found = [o for o in objects if o["kind"] == kind]
+    assert len(found) == 1, (kind, kinds(objects))
+    return found[0]
+
+
+@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
+def test_combination_lints_renders_and_passes_a_server_side_dry_run(
+    combination: str, control_plane: ControlPlane, namespaces: None, tmp_path: Path
+) -> None:
+    values = COMBINATIONS[combination]
+    lint = control_plane.helm("lint", "--strict", str(CHART), "--namespace", NAMESPACE, *values_args(values, tmp_path))
+    assert "0 chart(s) failed" in lint.stdout
+    objects = render(control_plane, values, release=RELEASE, namespace=NAMESPACE, work=tmp_path)
+    if combination in EXPECTED_KINDS:
+        assert kinds(objects) == EXPECTED_KINDS[combination]
+    for o in objects:
+        assert o["metadata"]["labels"]["app.kubernetes.io/instance"] == RELEASE, o["metadata"]["name"]
+    manifest = tmp_path / "rendered.yaml"
+    manifest.write_text(yaml.safe_dump_all(objects))
+    result = control_plane.kubectl("apply", "--dry-run=server", "--server-side", "-f", str(manifest), check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("serverside-applied (server dry run)") == len(objects), result.stdout
+
+
+@pytest.mark.parametrize("combination", sorted(COMBINATIONS))
+def test_every_pod_runs_restricted(combination: str, control_plane: ControlPlane, tmp_path: Path) -> None:
+    objects = render(control_plane, COMBINATIONS[combination], work=tmp_path)
+    specs = pod_specs(objects)
+    assert specs, kinds(objects)
+    for where, spec in specs:
+        pod = spec["securityContext"]
+        assert pod["runAsNonRoot"] is True and pod["runAsUser"] != 0, where
+        assert pod["seccompProfile"] == {"type": "RuntimeDefault"}, where
+        for c in [*spec.get("initContainers", []), *spec["containers"]]:
+            sc = c["securityContext"]
+            assert sc["runAsNonRoot"] is True, (where, c["name"])
+            assert sc["readOnlyRootFilesystem"] is True, (where, c["name"])
+            assert sc["allowPrivilegeEscalation"] is False, (where, c["name"])
+            assert sc["capabilities"] == {"drop": ["ALL"]}, (where, c["name"])
+            assert sc["seccompProfile"] == {"type": "RuntimeDefault"}, (where, c["name"])
+
+
+def test_the_chart_pods_use_the_same_security_as_the_operators_pods(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    objects = render(control_plane, COMBINATIONS["audit-cronjob"], work=tmp_path)
+    ours = {k: v for k, v in pod_security_context().items() if k != "fsGroupChangePolicy"}
+    for where, spec in pod_specs(objects):
+        assert spec["securityContext"] == ours, where
+        for c in [*spec.get("initContainers", []), *spec["containers"]]:
+            assert c["securityContext"] == container_security_context(), (where, c["name"])
+
+
+# ---------------------------------------------------------------------------------- defaults agree
+
+
+CHART_ONLY = {"namespaces", "kubeconfig", "metrics_host", "instance"}
+"""Operator settings the chart leaves at the operator's default or fills per pod (instance: the pod name)."""
+
+
+def test_the_charts_defaults_are_the_operators_defaults(control_plane: ControlPlane, tmp_path: Path) -> None:
+    objects = render(control_plane, work=tmp_path)
+    container = operator_container(objects)
+    env = env_of(container)
+    defaults = OperatorSettings()
+    set_by_chart = set()
+    for key, value in env.items():
+        assert key.startswith("BG_OPERATOR_"), key
+        field = key.removeprefix("BG_OPERATOR_").lower()
+        assert field in OperatorSettings.model_fields, key
+        parsed = OperatorSettings.model_validate({field: value})
+        assert getattr(parsed, field) == getattr(defaults, field), (key, value)
+        set_by_chart.add(field)
+    # Every setting is either passed by the chart or deliberately left to the operator: a new setting
+    # must be decided on here.
+    assert set_by_chart | CHART_ONLY == set(OperatorSettings.model_fields)
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"metrics": defaults.metrics_port, "healthz": defaults.liveness_port}
+    assert container["command"] == ["brokergroup", "operator"]
+    # One image for the operator and the groups it runs, the one the operator defaults to.
+    assert container["image"] == images.runtime_image() == defaults.image
+    instance = [e for e in container["env"] if e["name"] == "BG_OPERATOR_INSTANCE"]
+    assert instance == [{"name": "BG_OPERATOR_INSTANCE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    service = one(objects, "Service")
+    assert service["spec"]["ports"][0]["port"] == defaults.metrics_port
+
+
+def test_the_audit_image_is_the_spark_image(control_plane: ControlPlane, tmp_path: Path) -> None:
+    cron = one(render(control_plane, COMBINATIONS["audit-cronjob"], work=tmp_path), "CronJob")
+    spec = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert {c["image"] for c in [*spec["initContainers"], *spec["containers"]]} == {images.spark_image()}
+
+
+# ---------------------------------------------------------------------------------- what each combination does
+
+
+def test_namespaced_scope_grants_a_role_per_namespace_and_watches_only_those(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    objects = render(control_plane, COMBINATIONS["namespaced"], work=tmp_path)
+    assert sorted(o["metadata"]["namespace"] for o in objects if o["kind"] == "Role") == ["team-a", "team-b"]
+    for binding in (o for o in objects if o["kind"] == "RoleBinding"):
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULL, "namespace": NAMESPACE}]
+    assert env_of(operator_container(objects))["BG_OPERATOR_NAMESPACES"] == "team-a,team-b"
+    objects = render(control_plane, COMBINATIONS["namespaced-release-namespace"], work=tmp_path)
+    assert [o["metadata"]["namespace"] for o in objects if o["kind"] == "Role"] == [NAMESPACE]
+    assert env_of(operator_container(objects))["BG_OPERATOR_NAMESPACES"] == NAMESPACE
+    # Cluster scope watches everything: no namespaces setting at all.
+    assert "BG_OPERATOR_NAMESPACES" not in env_of(operator_container(render(control_plane, work=tmp_path)))
+
+
+def test_the_cluster_role_grants_exactly_the_documented_rules(control_plane: ControlPlane, tmp_path: Path) -> None:
+    role = one(render(control_plane, work=tmp_path), "ClusterRole")
+    granted = {
+        (g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
+    }
+    assert not any(v == "*" or r == "*" or g == "*" for g, r, v in granted)
+    assert ("", "pods/exec", "create") not in granted
+    assert not {r for _, r, _ in granted} & {
+        "persistentvolumeclaims",
+        "nodes",
+        "namespaces",
+        "customresourcedefinitions",
+    }
+    assert {(g, r) for g, r, _ in granted if g in ("rbac.authorization.k8s.io",)} == set()
+    assert {v for g, r, v in granted if r == "brokergroups"} == {"get", "list", "watch", "patch"}
+
+
+def test_service_monitor_selects_the_metrics_service(control_plane: ControlPlane, tmp_path: Path) -> None:
+    objects = render(control_plane, COMBINATIONS["service-monitor"], work=tmp_path)
+    monitor, service = one(objects, "ServiceMonitor"), one(objects, "Service")
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"] == "metrics"
+
+
+def test_existing_service_account_and_no_rbac(control_plane: ControlPlane, tmp_path: Path) -> None:
+    objects = render(control_plane, COMBINATIONS["existing-service-account"], work=tmp_path)
+    assert one(objects, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "ops-operator"
+
+
+def test_pinned_images_and_the_groups_image(control_plane: ControlPlane, tmp_path: Path) -> None:
+    container = operator_container(render(control_plane, COMBINATIONS["pinned-images"], work=tmp_path))
+    assert container["image"] == f"{images.RUNTIME_REPOSITORY}@{DIGEST}"
+    assert env_of(container)["BG_OPERATOR_IMAGE"] == "registry.example/brokergroup:1.2.3"
+
+
+def test_placement_values_reach_the_pod(control_plane: ControlPlane, tmp_path: Path) -> None:
+    values = COMBINATIONS["placement"]
+    deployment = one(render(control_plane, values, work=tmp_path), "Deployment")
+    pod = deployment["spec"]["template"]
+    for key in ("priorityClassName", "nodeSelector", "tolerations", "affinity", "imagePullSecrets"):
+        assert pod["spec"][key] == values[key], key
+    assert pod["spec"]["containers"][0]["resources"] == values["resources"]
+    assert pod["metadata"]["annotations"] == values["podAnnotations"]
+    assert pod["metadata"]["labels"]["team"] == "ops"
+
+
+def test_operator_settings_reach_the_environment(control_plane: ControlPlane, tmp_path: Path) -> None:
+    container = operator_container(render(control_plane, COMBINATIONS["operator-settings"], work=tmp_path))
+    env = env_of(container)
+    settings = OperatorSettings.model_validate(
+        {k.removeprefix("BG_OPERATOR_").lower(): v for k, v in env.items() if k.startswith("BG_OPERATOR_")}
+    )
+    assert (settings.log_level, settings.resync_seconds, settings.retry_seconds) == ("DEBUG", 30, 2)
+    assert (settings.controller_url, settings.controller_timeout) == ("http://{cluster_ip}:9878", 3)
+    assert (settings.metrics_port, settings.liveness_port) == (9090, 9091)
+    assert {p["containerPort"] for p in container["ports"]} == {9090, 9091}
+    assert env["PYTHONFAULTHANDLER"] == "1"
+
+
+def test_audit_cronjob_fetches_every_controller_then_audits(control_plane: ControlPlane, tmp_path: Path) -> None:
+    cron = one(render(control_plane, COMBINATIONS["audit-cronjob"], work=tmp_path), "CronJob")
+    assert cron["spec"]["concurrencyPolicy"] == "Forbid"
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    fetch, audit = pod["initContainers"][0], pod["containers"][0]
+    assert fetch["command"][:3] == ["brokergroup", "audit", "fetch"]
+    urls = [fetch["args"][i + 1] for i, a in enumerate(fetch["args"]) if a == "--controller"]
+    assert urls == [f"http://demo-controller-{i}.demo-controller.apps.svc:9878" for i in range(3)]
+    assert audit["command"] == ["brokergroup", "audit", "/work/events"]
+    assert "--fail-on-violations" in audit["args"]
+    assert pod["automountServiceAccountToken"] is False
+    assert not [v for v in pod["volumes"] if "persistentVolumeClaim" in v]
+
+    cron = one(render(control_plane, COMBINATIONS["audit-cronjob-reports"], work=tmp_path), "CronJob")
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    fetch, audit = pod["initContainers"][0], pod["containers"][0]
+    assert fetch["args"].count("--controller") == 5
+    assert f"demo-controller-4.demo-controller.{NAMESPACE}.svc" in fetch["args"][-1]
+    assert "--fail-on-violations" not in audit["args"]
+    assert audit["args"][-2:] == ["--min-in-sync-replicas", "2"]
+    assert audit["args"][:2] == ["--out", "/reports/$(POD_NAME)"]
+    assert {"name": "reports", "persistentVolumeClaim": {"claimName": "audit-reports"}} in pod["volumes"]
+    assert cron["spec"]["timeZone"] == "Etc/UTC"
+
+
+# ---------------------------------------------------------------------------------- bad values
+
+BAD_VALUES = [
+    ({"watch": {"scope": "cluster"}}, "/watch/scope"),
+    ({"watch": {"scope": "Namespaced", "namespaces": ["Team_A"]}}, "/watch/namespaces/0"),
+    ({"operator": {"metricPort": 1}}, "'metricPort' not allowed"),
+    ({"operator": {"resyncSeconds": 0}}, "/operator/resyncSeconds"),
+    ({"operator": {"logLevel": "LOUD"}}, "/operator/logLevel"),
+    ({"operator": {"controllerUrl": "controller:9878"}}, "/operator/controllerUrl"),
+    ({"operator": {"metricsPort": 8081}}, "operator.metricsPort and operator.livenessPort are both 8081"),
+    ({"image": {"digest": "abc"}}, "/image/digest"),
+    ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
+    ({"resources": {"limits": {"memory": "lots"}}}, "/resources/limits/memory"),
+    ({"serviceAccount": {"create": False}}, "serviceAccount.name is required"),
+    ({"metrics": {"service": {"enabled": False}, "serviceMonitor": {"enabled": True}}}, "needs metrics.service"),
+    ({"audit": {"cronJob": {"enabled": True}}}, "audit.cronJob.brokerGroup is required"),
+    ({"audit": {"cronJob": {"brokerGroup": "Demo"}}}, "/audit/cronJob/brokerGroup"),
+    ({"audit": {"cronJob": {"controllerReplicas": 2}}}, "/audit/cronJob/controllerReplicas"),
+    ({"unknownTopLevel": True}, "'unknownTopLevel' not allowed"),
+]
+
+
+@pytest.mark.parametrize(("values", "message"), BAD_VALUES, ids=[m for _, m in BAD_VALUES])
+def test_bad_values_are_refused_naming_the_value(
+    values: dict[str, Any], message: str, control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    with pytest.raises(KubectlError) as refused:
+        render(control_plane, values, work=tmp_path)
+    assert message in refused.value.stderr
+
+
+def test_values_file_is_valid_and_fully_described_by_the_schema() -> None:
+    import jsonschema
+
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    jsonschema.validate(values, schema)
+
+    def leaves(node: dict[str, Any], sub: dict[str, Any], prefix: str) -> Iterator[str]:
+        for key, value in node.items():
+            assert key in sub.get("properties", {}), f"{prefix}{key} is not in values.schema.json"
+            child = sub["properties"][key]
+            if isinstance(value, dict) and child.get("properties"):
+                yield from leaves(value, child, f"{prefix}{key}.")
+            else:
+                yield f"{prefix}{key}"
+
+    documented = (helmchart.ROOT / "docs" / "install.md").read_text()
+    missing = [leaf for leaf in leaves(values, schema, "") if f"`{leaf}`" not in documented]
+    assert not missing, f"values without a row in docs/install.md: {missing}"
