@@ -60,7 +60,12 @@ def dyn(kube_api: kubernetes.client.ApiClient) -> DynamicClient:
 def test_install_upgrade_uninstall(control_plane: ControlPlane, namespace: str, dyn: DynamicClient) -> None:
     release = f"r{secrets.token_hex(3)}"
     full = f"{release}-brokergroup"
-    control_plane.helm("install", release, str(CHART), "--namespace", namespace, "--wait=false")
+    # Pod Security admission refuses any pod of this namespace that is not "restricted".
+    control_plane.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
+    control_plane.helm(
+        "install", release, str(CHART), "--namespace", namespace, "--wait=false",
+        "--set", "audit.cronJob.enabled=true", "--set", "audit.cronJob.brokerGroup=demo",
+    )  # fmt: skip
     assert {k for k in release_objects(dyn, namespace, release) if k[0] != "Secret"} >= {
         ("ServiceAccount", full),
         ("ClusterRole", full),
@@ -84,6 +89,19 @@ def test_install_upgrade_uninstall(control_plane: ControlPlane, namespace: str, 
     assert pod.spec.containers[0].securityContext.readOnlyRootFilesystem is True
     # ServiceAccount admission mounted the token (the pod sets automountServiceAccountToken).
     assert any(v.name.startswith("kube-api-access-") for v in pod.spec.volumes)
+    # The audit CronJob's pod passes the same admission (a Job made from it now).
+    control_plane.kubectl("create", "job", "audit-now", f"--from=cronjob/{full}-audit-demo", "--namespace", namespace)
+    audit_pod = eventually(
+        "the audit pod exists",
+        lambda: (
+            dyn.resources.get(api_version="v1", kind="Pod")
+            .get(namespace=namespace, label_selector="job-name=audit-now")
+            .items
+        ),
+        timeout=30,
+    )[0]
+    assert audit_pod.spec.automountServiceAccountToken is False
+    control_plane.kubectl("delete", "job", "audit-now", "--namespace", namespace, "--cascade=foreground")
 
     control_plane.helm(
         "upgrade", release, str(CHART), "--namespace", namespace, "--wait=false",
@@ -167,8 +185,9 @@ def test_namespaced_scope_operator_runs_with_only_its_roles(
     kube_api: kubernetes.client.ApiClient,
 ) -> None:
     """A second release in Namespaced scope, watching the test namespace only: its operator (logged in as
-    that release's ServiceAccount, in-cluster) reconciles a BrokerGroup there with no refusal, and cannot
-    read Secrets in any other namespace."""
+    that release's ServiceAccount, in-cluster) reconciles a BrokerGroup there with no refusal, the pods of
+    its StatefulSets pass "restricted" Pod Security admission, and it cannot read Secrets in any other
+    namespace."""
     home = f"ops-{secrets.token_hex(3)}"
     release = "nsop"
     control_plane.kubectl("create", "namespace", home)
@@ -178,6 +197,8 @@ def test_namespaced_scope_operator_runs_with_only_its_roles(
             "--set", "watch.scope=Namespaced", "--set", f"watch.namespaces={{{namespace}}}",
         )  # fmt: skip
         login = helmchart.service_account_login(control_plane, home, f"{release}-brokergroup", tmp_path / "sa")
+        # Every pod the operator's StatefulSets make must pass the "restricted" Pod Security Standard.
+        control_plane.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
         mark = control_plane.mark()
         operator = OperatorProcess(login, namespace, tmp_path, "http://127.0.0.1:9")
         operator.start()
@@ -185,6 +206,8 @@ def test_namespaced_scope_operator_runs_with_only_its_roles(
             apply(control_plane, namespace, manifest("scoped", {"brokers": {"replicas": 1, "minInSyncReplicas": 1}}))
             eventually("reconciled", lambda: observed(dyn, namespace, "scoped"), timeout=60)
             assert get(dyn, "apps/v1", "StatefulSet", namespace, "scoped-broker-0") is not None
+            for pod in ("scoped-controller-0", "scoped-broker-0-0"):
+                eventually(f"pod {pod} admitted", lambda p=pod: get(dyn, "v1", "Pod", namespace, p), timeout=30)
         finally:
             operator.stop()
         assert helmchart.denied(control_plane, login.user, mark) == []
