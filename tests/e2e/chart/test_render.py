@@ -365,15 +365,17 @@ def test_values_file_is_valid_and_fully_described_by_the_schema() -> None:
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     jsonschema.validate(values, schema)
 
+    documented = (helmchart.ROOT / "docs" / "install.md").read_text()
+
     def leaves(node: dict[str, Any], sub: dict[str, Any], prefix: str) -> Iterator[str]:
         for key, value in node.items():
             assert key in sub.get("properties", {}), f"{prefix}{key} is not in values.schema.json"
             child = sub["properties"][key]
-            if isinstance(value, dict) and child.get("properties"):
+            documented_whole = f"`{prefix}{key}`" in documented  # e.g. `resources`: one row for the object
+            if isinstance(value, dict) and child.get("properties") and not documented_whole:
                 yield from leaves(value, child, f"{prefix}{key}.")
             else:
                 yield f"{prefix}{key}"
 
-    documented = (helmchart.ROOT / "docs" / "install.md").read_text()
     missing = [leaf for leaf in leaves(values, schema, "") if f"`{leaf}`" not in documented]
     assert not missing, f"values without a row in docs/install.md: {missing}"
