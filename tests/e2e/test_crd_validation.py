@@ -81,7 +81,10 @@ def refused(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
 
 
 def defaults() -> dict[str, Any]:
-    return parse_spec({}).model_dump(mode="json", by_alias=True, exclude_none=True)
+    """What the apiserver stores for an empty spec: the model's defaults, except `image`, which the CRD
+    leaves unset for the operator to fill in from its own setting."""
+    parsed = parse_spec({}).model_dump(mode="json", by_alias=True, exclude_none=True)
+    return {k: v for k, v in parsed.items() if k != "image"}
 
 
 # -- the CRD and defaulting -------------------------------------------------------------------------

@@ -80,6 +80,12 @@ def test_bad_elect_master_values_are_refused_recorded_and_change_nothing(
     # A value naming no set of this group: an Event, the annotation removed, nothing else.
     control_plane.kubectl("annotate", "-n", namespace, "bg", bg, f"{ANNOTATION}=other-broker-0-1", "--overwrite")
     eventually("garbage answered", lambda: answered(dyn, namespace, bg), timeout=30)
+    # The Event may land just after the annotation is removed.
+    eventually(
+        "three refusals as Events",
+        lambda: event_reasons(dyn, namespace, bg).count("ElectMasterRefused") == 3,
+        timeout=15,
+    )
     assert event_reasons(dyn, namespace, bg).count("ElectMasterRefused") == 3
     assert master_id(controllers, sts) == ids[0]
 
