@@ -4,11 +4,13 @@ Handlers are thin: parse and validate the body with the `protocol` models, call 
 answer JSON. Errors carry RocketMQ's code, name and a remark naming what was wrong.
 Leader-only requests received by a follower are forwarded to the leader once (a forwarded
 request is never forwarded again); `CONTROLLER_NOT_LEADER` is returned only when no leader
-is known. Mutating admin calls check the bearer token.
+is known. Mutating admin calls check the bearer token. Reads of node-local facts (status, the
+event feed, the event-log files) are answered by the node asked, without a token.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
@@ -22,7 +24,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ValidationError
 
-from brokergroup.controller import core, protocol
+from brokergroup.controller import core, eventlog, protocol
 from brokergroup.controller.codes import ControllerError, ResponseCode, http_status
 from brokergroup.controller.service import ControllerService, result_or_raise
 
@@ -33,6 +35,8 @@ SESSION = web.AppKey("session", aiohttp.ClientSession)
 OPENAPI_PATH = Path(__file__).with_name("openapi.json")
 FORWARDED_HEADER = "X-Brokergroup-Forwarded"
 MAX_BODY = 256 * 1024
+NDJSON = "application/x-ndjson"
+FILE_CHUNK = 256 * 1024
 M = TypeVar("M", bound=BaseModel)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -327,6 +331,53 @@ async def events(request: web.Request) -> web.Response:
     return web.json_response(await feed.wait(after, timeout=float(wait)))
 
 
+async def eventlog_files(request: web.Request) -> web.Response:
+    """This node's event-log files, oldest first; `size` counts complete lines only (see `eventlog`)."""
+    service = request.app[SERVICE]
+    listed = await asyncio.to_thread(service.event_log.listing)
+    files = [{"name": f.name, "size": f.size} for f in listed]
+    return web.json_response({"nodeId": service.settings.node_id, "files": files})
+
+
+async def eventlog_file(request: web.Request) -> web.StreamResponse:
+    """One of this node's event-log files, streamed. The file is stat'ed once when opened and the
+    answer stops after the last newline within that size (Content-Length says how far): a line
+    the writer is still appending is never served, so the body is whole lines, a prefix of what
+    the file holds later. 400 for a name that is not a plain file name, 404 for any other name
+    that is not one of this node's files."""
+    name = request.match_info["name"]
+    if not eventlog.is_safe_file_name(name):
+        raise ControllerError(
+            ResponseCode.CONTROLLER_INVALID_REQUEST,
+            f"path parameter name must be a file name of letters, digits, '.', '_' and '-' without '..' (got {name!r})",
+        )
+    service = request.app[SERVICE]
+    opened = await asyncio.to_thread(service.event_log.open_complete, name)
+    if opened is None:
+        raise ControllerError(
+            ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+            f"no event-log file {name!r} on node {service.settings.node_id}; GET /v1/eventlog lists them",
+        )
+    f, length = opened
+    with f:
+        response = web.StreamResponse(headers={"Content-Type": NDJSON})
+        response.content_length = length
+        await response.prepare(request)
+        remaining = length
+        try:
+            while remaining > 0:
+                chunk = await asyncio.to_thread(f.read, min(FILE_CHUNK, remaining))
+                if not chunk:  # cannot happen to an append-only file; the client sees a short body
+                    logger.error("event-log file %s ended %d bytes early while being served", name, remaining)
+                    break
+                await response.write(chunk)
+                remaining -= len(chunk)
+            await response.write_eof()
+        except ConnectionResetError:
+            logger.info("client went away while reading event-log file %s (%d bytes unsent)", name, remaining)
+    return response
+
+
 async def status(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     node = service.node
@@ -387,6 +438,8 @@ ROUTES: list[tuple[str, str, Handler, str]] = [
     ("GET", "/v1/config", get_config, "get-config"),
     ("POST", "/v1/config", update_config, "update-config"),
     ("GET", "/v1/events", events, "events"),
+    ("GET", "/v1/eventlog", eventlog_files, "eventlog"),
+    ("GET", "/v1/eventlog/{name}", eventlog_file, "eventlog-file"),
     ("GET", "/v1/status", status, "status"),
     ("GET", "/v1/state", state, "state"),
     ("GET", "/v1/openapi.json", openapi, "openapi"),

@@ -5,6 +5,13 @@ after `max_bytes`. Raft records are written once per Raft index: after a restart
 re-applies its journal, and records at or below the highest index already on disk are not
 written again. `EventLogWriter.append` is called from pysyncobj's thread (raft records) and
 from the event loop (local records), so it takes a lock.
+
+Readers of the files (`GET /v1/eventlog`, `GET /v1/eventlog/{name}`) see *complete lines
+only*: `EventLogWriter.listing` and `open_complete` stat a file once and cut it after the last
+newline within that size. The file being appended to may end in a line half written; it is
+left out, and a later read includes it whole. Files only grow (a torn tail is cut only at
+start, before anything is served), so what a reader got is always a prefix of what the file
+holds later.
 """
 
 from __future__ import annotations
@@ -12,15 +19,53 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import json
 import logging
+import os
 import re
 import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 logger = logging.getLogger(__name__)
+
+SAFE_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}")
+"""What a file name asked for over HTTP may look like: no `/`, not `.` or `..`, nothing to escape."""
+TAIL_CHUNK = 64 * 1024
+
+
+def file_pattern(node_id: str) -> re.Pattern[str]:
+    """The names of `node_id`'s event-log files: `events-<node>-<seq>.jsonl`, seq of 6 or more digits."""
+    return re.compile(rf"events-{re.escape(node_id)}-[0-9]{{6,}}\.jsonl")
+
+
+def is_safe_file_name(name: str) -> bool:
+    """A plain file name: letters, digits, `.`, `_` and `-`, not starting with `.`, without `..`."""
+    return SAFE_FILE_NAME.fullmatch(name) is not None and ".." not in name
+
+
+def complete_length(f: BinaryIO, size: int) -> int:
+    """The length of the first `size` bytes of `f` up to and including their last newline (0 when
+    there is none): the part of a file that holds complete lines. Reads backwards from `size`."""
+    end = size
+    while end > 0:
+        start = max(0, end - TAIL_CHUNK)
+        f.seek(start)
+        chunk = f.read(end - start)
+        newline = chunk.rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        end = start
+    return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class LogFile:
+    name: str
+    size: int
+    """Bytes up to and including the last newline, when the file was stat'ed."""
 
 
 class EventLogWriter:
@@ -41,8 +86,37 @@ class EventLogWriter:
             self._note_written(path)
 
     def files(self) -> list[Path]:
-        pattern = re.compile(rf"events-{re.escape(self._node)}-[0-9]{{6,}}\.jsonl")
+        pattern = file_pattern(self._node)
         return sorted(p for p in self._dir.iterdir() if pattern.fullmatch(p.name))
+
+    def listing(self) -> list[LogFile]:
+        """This node's files in order, each with the size of its complete lines (see the module doc)."""
+        listed = []
+        for path in self.files():
+            try:
+                with path.open("rb") as f:
+                    listed.append(LogFile(path.name, complete_length(f, os.fstat(f.fileno()).st_size)))
+            except (FileNotFoundError, IsADirectoryError):  # removed or replaced by hand since it was listed
+                continue
+        return listed
+
+    def open_complete(self, name: str) -> tuple[BinaryIO, int] | None:
+        """`name` opened for reading, at offset 0, and the length of its complete lines at the time
+        of opening; None when `name` is not one of this node's event-log files. The caller closes it.
+        Serve exactly that many bytes: more may be a line the writer has not finished."""
+        if not file_pattern(self._node).fullmatch(name):
+            return None
+        try:
+            f = (self._dir / name).open("rb")
+        except (FileNotFoundError, IsADirectoryError):
+            return None
+        try:
+            length = complete_length(f, os.fstat(f.fileno()).st_size)
+            f.seek(0)
+        except BaseException:
+            f.close()
+            raise
+        return f, length
 
     @staticmethod
     def _drop_torn_tail(path: Path) -> None:

@@ -66,6 +66,10 @@ def query(name: str, schema: dict[str, Any], description: str, *, required: bool
     return {"name": name, "in": "query", "required": required, "schema": schema, "description": description}
 
 
+def path_parameter(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": schema, "description": description}
+
+
 # ---- schemas that are not pydantic models --------------------------------------------------------
 
 HAND_WRITTEN: dict[str, dict[str, Any]] = {
@@ -84,6 +88,35 @@ HAND_WRITTEN: dict[str, dict[str, Any]] = {
             },
         },
         "required": ["events", "lastIndex", "truncated"],
+        "additionalProperties": False,
+    },
+    "EventLogListing": {
+        "type": "object",
+        "description": "This node's event-log files, oldest first.",
+        "properties": {
+            "nodeId": {"type": "string", "description": "The node that wrote the files (its `node` field)."},
+            "files": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "name": {
+                            "type": "string",
+                            "description": "`events-<nodeId>-<seq>.jsonl`; fetch it with GET /v1/eventlog/{name}.",
+                        },
+                        "size": {
+                            "type": "integer",
+                            "minimum": 0,
+                            "description": "Bytes of complete lines when listed; a line still being written is "
+                            "not counted. The file only grows.",
+                        },
+                    },
+                    "required": ["name", "size"],
+                    "additionalProperties": False,
+                },
+            },
+        },
+        "required": ["nodeId", "files"],
         "additionalProperties": False,
     },
     "ConfigUpdate": {
@@ -156,6 +189,14 @@ a JSON object with the fields of `HeartbeatRequest` (camelCase). Nothing is sent
 heartbeat; a frame that is not text, or not a valid heartbeat, is answered with an error frame
 `{"code", "name", "remark"}` and the stream stays open. When the stream closes, the node marks
 the broker inactive at once (on the leader, a master's close triggers an election)."""
+
+EVENTLOG_FILE = """\
+The node stats the file once, when it opens it, and answers the bytes up to and including the
+last newline within that size: the file being appended to may end in a line that is half
+written, and that line is left out (a later request includes it whole). Files only grow, so an
+answer is always a prefix of what the same request returns later. Names that are not plain file
+names (a `/`, `..`, other characters) are refused with 400; any other name that is not one of
+this node's files with 404."""
 
 OPERATIONS: tuple[Operation, ...] = (
     Operation(
@@ -296,6 +337,38 @@ OPERATIONS: tuple[Operation, ...] = (
                 "waitSeconds",
                 {"type": "integer", "minimum": 0, "maximum": 60, "default": 0},
                 "Wait up to this long for an event when there is none after `after`.",
+            ),
+        ),
+    ),
+    Operation(
+        "GET",
+        "/v1/eventlog",
+        "eventlog",
+        "This node's event-log files (node-local; `brokergroup audit fetch` downloads them).",
+        responses={"200": ok("The files, oldest first.", ref("EventLogListing"))},
+    ),
+    Operation(
+        "GET",
+        "/v1/eventlog/{name}",
+        "eventlog-file",
+        "One of this node's event-log files, streamed as JSON lines.",
+        description=EVENTLOG_FILE,
+        responses={
+            "200": {
+                "description": "The file's complete lines (Content-Length bytes).",
+                "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+            },
+            "400": ok("CONTROLLER_INVALID_REQUEST (2005): `name` is not a plain file name.", ref("ErrorResponse")),
+            "404": ok(
+                "REQUEST_CODE_NOT_SUPPORTED (3): `name` is not one of this node's event-log files.",
+                ref("ErrorResponse"),
+            ),
+        },
+        parameters=(
+            path_parameter(
+                "name",
+                {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]*$", "maxLength": 255},
+                "A file name from GET /v1/eventlog; letters, digits, '.', '_' and '-', without '..'.",
             ),
         ),
     ),

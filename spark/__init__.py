@@ -5,7 +5,8 @@
 - `extract`: find and read every node's files;
 - `transform`: pure DataFrame -> DataFrame functions, one module per audit family;
 - `load` and `report`: Parquet tables, the JSON summary, the HTML report;
-- `job`: wires them, and is the `spark-submit` entry point; `cli` holds `brokergroup audit`;
+- `job`: wires them, and is the `spark-submit` entry point; `cli` holds `brokergroup audit` and
+  `bench audit`, and `options` the flags, both without a Spark import (the `audit` extra is optional);
 - `invariants`: the findings once more as plain Python over lists of dicts. It is the unit
   tests' oracle and the `--fail-on-violations` cross-check;
 - `simulate` and `generate`: synthetic logs with planted anomalies; `bench`: the benchmark.

@@ -16,6 +16,8 @@ mode runs the executors in the same JVM), reset before each phase by writing 5 t
 `/proc/<pid>/clear_refs`. If the reset is refused, the value is the peak since the JVM
 started and `peakRssReset` is false. The Python driver's own peak RSS (`ru_maxrss`, whole
 process) is reported once.
+
+Its flags are in `cli.add_bench_parser`, which builds without pyspark installed.
 """
 
 from __future__ import annotations
@@ -44,20 +46,6 @@ LINES_PER_SET_DAY = 550
 size the simulated period, which is then cut at the requested line count."""
 SETS = 500
 FAULT_RATE = 48.0
-
-
-def add_parser(kinds: Any) -> None:
-    p: argparse.ArgumentParser = kinds.add_parser(
-        "audit", help="Spark audit events/s and peak memory vs a bare Spark read-and-count"
-    )
-    p.add_argument("--sizes", default="1000000,10000000", help="comma-separated line counts (default 1M and 10M)")
-    p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
-    p.add_argument("--driver-memory", default="4g", help="driver JVM heap (default 4g)")
-    p.add_argument("--shuffle-partitions", type=int, default=8, help="spark.sql.shuffle.partitions (default 8)")
-    p.add_argument("--work", type=Path, help="folder for generated logs and outputs (default: a temporary one)")
-    p.add_argument("--keep", action="store_true", help="keep the generated logs and outputs")
-    p.add_argument("--out", type=Path, help="also write the JSON here")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

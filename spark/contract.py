@@ -8,6 +8,8 @@ them, its kind and whether it may be null. `schema` turns it into Spark's Struct
 
 from __future__ import annotations
 
+import datetime as dt
+
 SCHEMA_VERSION = 1
 
 FIELDS: dict[str, tuple[str, bool]] = {
@@ -92,3 +94,10 @@ FINDING_KINDS: dict[str, str] = {
 """Every finding kind and its severity. Violations break an invariant and fail the job under
 `--fail-on-violations`; warnings are reported only (a gap after a controller failover is a
 warning: the log is incomplete, not the system wrong)."""
+
+
+def iso(ts_ms: int | None) -> str | None:
+    """An event's `ts` (epoch milliseconds) as ISO-8601 UTC with milliseconds, for summaries and messages."""
+    if ts_ms is None:
+        return None
+    return dt.datetime.fromtimestamp(ts_ms / 1000, tz=dt.UTC).isoformat(timespec="milliseconds")

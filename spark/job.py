@@ -1,10 +1,8 @@
 """The audit job: extract, transform, load, and the exit code.
 
 `run(spark, settings)` is the whole job on a session; `execute` adds finding the files and
-making (and stopping) the session; `main` is the `spark-submit` entry point:
-
-    spark-submit --master k8s://https://<apiserver> --deploy-mode cluster ... \\
-        local:///usr/local/lib/python3.11/site-packages/brokergroup/spark/job.py /data/events --out /data/audit
+making (and stopping) the session; `main` is the `spark-submit` entry point, called by the Spark
+image's `/opt/brokergroup/audit.py` (spark/k8s/audit_driver.py; the command is in docs/audit.md).
 
 Exit codes: 0 done; 1 `--fail-on-violations` and an invariant is broken; 2 bad input
 (the message names the path); 3 the plain-Python cross-check disagrees with Spark.
@@ -27,6 +25,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from brokergroup.spark import contract, extract, invariants, load, report, session, transform
+from brokergroup.spark.options import add_arguments, pick
 from brokergroup.spark.params import AuditParams
 from brokergroup.spark.transform import prepare
 
@@ -169,21 +168,6 @@ def execute(
 # -- the command line: `brokergroup audit DIR` (via `cli`) and `spark-submit job.py DIR` ---------------
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("target", metavar="DIR", help="folder of controller event logs (every *.jsonl below it)")
-    p.add_argument("--out", type=Path, help="output folder (audit default: ./brokergroup-audit)")
-    a = p.add_argument_group("audit")
-    a.add_argument("--fail-on-violations", action="store_true", help="exit 1 when an invariant is broken")
-    a.add_argument("--min-in-sync-replicas", type=int, help="risk: sync-state-set below max(2, N) (default 1)")
-    a.add_argument("--long-risk-window", type=float, metavar="SECONDS", help="warn at risk windows this long (600)")
-    a.add_argument("--flap-window", type=float, metavar="SECONDS", help="flapping: sliding window (600)")
-    a.add_argument("--flap-threshold", type=int, metavar="N", help="flapping: transitions within the window (6)")
-    a.add_argument("--master", help="Spark master (default local[*])")
-    a.add_argument("--driver-memory", help="driver JVM heap for local masters (default 2g)")
-    a.add_argument("--cross-check-limit", type=int, metavar="LINES", help="cross-check inputs up to this size")
-    a.add_argument("--no-report", action="store_true", help="skip the HTML report")
-
-
 def parser() -> argparse.ArgumentParser:
     """The arguments of `spark/job.py` under spark-submit: the audit form only."""
     p = argparse.ArgumentParser(prog="job.py", description="brokergroup event-log audit (spark-submit entry)")
@@ -214,10 +198,6 @@ def run_from_args(args: argparse.Namespace, *, default_master: str | None) -> in
     if summary is not None:
         print_summary(Console(), summary, settings)
     return code
-
-
-def pick(value: Any, default: Any) -> Any:
-    return default if value is None else value
 
 
 def print_summary(console: Console, summary: dict[str, Any], settings: JobSettings) -> None:

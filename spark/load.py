@@ -39,12 +39,6 @@ def write_tables(
     return back
 
 
-def iso(ts_ms: int | None) -> str | None:
-    if ts_ms is None:
-        return None
-    return dt.datetime.fromtimestamp(ts_ms / 1000, tz=dt.UTC).isoformat(timespec="milliseconds")
-
-
 def plain(row: Row) -> dict[str, Any]:
     return {k: v.isoformat() if isinstance(v, dt.date) else v for k, v in row.asDict().items()}
 
@@ -70,8 +64,8 @@ def summarize(
         "input": {
             **{k: stats[k] for k in ("lines", "events", "duplicates", "corrupt", "invalid", "conflicting", "sets")},
             "corruptFiles": [{"path": p, "lines": n} for p, n in corrupt_files],
-            "from": iso(stats["firstTs"]),
-            "to": iso(stats["lastTs"]),
+            "from": contract.iso(stats["firstTs"]),
+            "to": contract.iso(stats["lastTs"]),
         },
         "params": {
             "minInSyncReplicas": params.min_in_sync_replicas,

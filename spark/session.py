@@ -8,18 +8,27 @@ which pyspark starts on the first session.
 Small inputs (`small_input`, the job decides by file size) run faster without whole-stage code
 generation and adaptive query execution: compiling and re-planning then cost more than the data.
 
-Under `spark-submit` (on Kubernetes) the master and resources come from the submit command:
-pass `master=None`.
+Under `spark-submit` (on Kubernetes: spark/k8s/, docs/audit.md) the master and resources come from
+the submit command and win over the `master` asked for: `brokergroup audit DIR` defaults to
+`local[*]` only when it starts the JVM itself. `master=None` leaves the choice to Spark.
 """
 
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import tempfile
 from pathlib import Path
 
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
+
+logger = logging.getLogger(__name__)
+
+SUBMIT_GATEWAY_ENV = "PYSPARK_GATEWAY_PORT"
+"""Set by spark-submit (PythonRunner) for the Python it starts: the JVM already runs, with spark-submit's
+--master and --conf as its configuration, and pyspark connects to it instead of launching one."""
 
 LOG4J2 = """\
 rootLogger.level = error
@@ -47,12 +56,21 @@ SMALL_INPUT_BYTES = 64 * 1024 * 1024
 SMALL_INPUT_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.adaptive.enabled": "false"}
 
 
+def sql_conf(*, shuffle_partitions: int, small_input: bool = False) -> dict[str, str]:
+    """Session settings for any master, spark-submit's too: UTC dates, few shuffle partitions (audit
+    inputs are MB to GB) and, for small inputs, no code generation or adaptive execution."""
+    conf = {"spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": str(shuffle_partitions)}
+    if small_input:
+        conf |= SMALL_INPUT_CONF
+    return conf
+
+
 def local_conf(*, shuffle_partitions: int, driver_memory: str | None, small_input: bool = False) -> dict[str, str]:
+    """`sql_conf` plus the driver settings of a JVM this process launches for a local master: loopback
+    only, no UI, quiet logs, the heap."""
     conf = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.sql.session.timeZone": "UTC",
-        "spark.sql.shuffle.partitions": str(shuffle_partitions),
         "spark.default.parallelism": str(shuffle_partitions),
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
@@ -60,9 +78,7 @@ def local_conf(*, shuffle_partitions: int, driver_memory: str | None, small_inpu
     }
     if driver_memory:
         conf["spark.driver.memory"] = driver_memory
-    if small_input:
-        conf |= SMALL_INPUT_CONF
-    return conf
+    return conf | sql_conf(shuffle_partitions=shuffle_partitions, small_input=small_input)
 
 
 def build(
@@ -74,24 +90,44 @@ def build(
     small_input: bool = False,
 ) -> tuple[SparkSession, bool]:
     """(session, created): the active session if there is one, else a new one. Whoever created
-    the session stops it."""
+    the session stops it.
+
+    Under spark-submit its master, application name and resources win over `master`, `app_name` and
+    `driver_memory`; only `sql_conf` is added."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active, False
-    builder = SparkSession.builder.appName(app_name)
-    if master is not None:
-        builder = builder.master(master)
-        if master.startswith("local"):
-            conf = local_conf(
-                shuffle_partitions=shuffle_partitions, driver_memory=driver_memory, small_input=small_input
-            )
-            for key, value in conf.items():
-                builder = builder.config(key, value)
+    submitted = submitted_master()
+    builder = SparkSession.builder
+    if submitted is not None:
+        logger.info("Spark master %s from spark-submit (asked for: %s)", submitted, master)
+        conf = sql_conf(shuffle_partitions=shuffle_partitions, small_input=small_input)
+    elif master is not None and master.startswith("local"):
+        builder = builder.master(master).appName(app_name)
+        conf = local_conf(shuffle_partitions=shuffle_partitions, driver_memory=driver_memory, small_input=small_input)
     else:
-        builder = builder.config("spark.sql.session.timeZone", "UTC")
+        builder = (builder.master(master) if master is not None else builder).appName(app_name)
+        conf = sql_conf(shuffle_partitions=shuffle_partitions, small_input=small_input)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark, True
+
+
+def submitted_master() -> str | None:
+    """The master spark-submit set, when spark-submit started this Python; None for a plain `python` or
+    `brokergroup audit`.
+
+    Under spark-submit, `SparkConf()` shows the JVM's settings (spark.master included) only once pyspark
+    is connected to that JVM; before, it is an empty Python-side dict. So this connects first, which
+    only happens when spark-submit handed over its JVM (SUBMIT_GATEWAY_ENV): otherwise connecting would
+    launch a JVM before the driver settings of `build` are known."""
+    if SUBMIT_GATEWAY_ENV not in os.environ:
+        return None
+    SparkContext._ensure_initialized()
+    master = SparkConf().get("spark.master")
+    return master or None
 
 
 def driver_pid(spark: SparkSession) -> int:

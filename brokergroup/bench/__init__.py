@@ -14,6 +14,6 @@ def add_parser(sub: Any) -> None:
     controller.add_parser(kinds)
     produce.add_parser(kinds)
     failover.add_parser(kinds)
-    from brokergroup.spark import bench as audit_bench
+    from brokergroup.spark import cli as audit_cli
 
-    audit_bench.add_parser(kinds)
+    audit_cli.add_bench_parser(kinds)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from brokergroup.common.settings import SettingsError
 from brokergroup.demo import flow, verify
@@ -83,8 +84,8 @@ def print_summary(console: Console, result: DemoResult, out: Path) -> None:
             console.print("[bold red]the timeline is incomplete or out of order[/]")
     style = "green" if result.verdict["valid"] else "bold red"
     console.print(f"[{style}]{verify.headline(result.verdict)}[/]")
-    console.print(result.audit.line)
-    chart_names = ", ".join(result.charts.values())
+    console.print(escape(result.audit.line))
+    chart_names = ", ".join(result.charts.values()) or "none"
     console.print(f"report: {out / 'report.html'} (charts: {chart_names}; data: summary.json, history.jsonl)")
     verdict = "[bold green]OK[/]" if result.ok else "[bold red]FAILED[/]"
     console.print(f"result: {verdict} in {result.durations.get('total', 0):.0f} s")

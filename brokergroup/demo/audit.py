@@ -6,24 +6,21 @@ goes with it and a failure of the audit cannot take the demo down. Its summary.j
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from brokergroup.common import extras
 from brokergroup.demo.model import AuditOutcome, describe
 
 
 def missing() -> str | None:
     """Why the audit cannot run here, or None when it can."""
-    for module in ("brokergroup.spark.job", "pyspark"):
-        try:
-            if importlib.util.find_spec(module) is None:
-                return f"{module} is not installed"
-        except ImportError:
-            return f"{module} is not installed"
+    why = extras.missing(extras.AUDIT)
+    if why is not None:
+        return why
     if shutil.which("java") is None:
         return "no Java runtime (pyspark needs one)"
     return None

@@ -18,12 +18,14 @@ from pathlib import Path
 
 import aiohttp
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from brokergroup.broker.client import Consumer, MasterFinder, Producer
+from brokergroup.common import extras
 from brokergroup.controller.client import ControllerClient
-from brokergroup.demo import audit, charts, model, report, timeline, traffic, verify
+from brokergroup.demo import audit, model, report, timeline, traffic, verify
 from brokergroup.local import attach, profiles
 from brokergroup.local.brokers import BrokerSet
 from brokergroup.local.cluster import ClusterSpec, LocalCluster, purge
@@ -123,10 +125,11 @@ async def run_demo(opts: DemoOptions, console: Console) -> report.DemoResult:
                 outcome = audit.run(opts.out / "event-logs", opts.out, log=opts.out / "audit.log")
         else:
             outcome = model.AuditOutcome(ran=False, line="audit skipped: --skip-audit")
-        clock.say(outcome.line, step=None if opts.run_audit else 6)
+        clock.say(escape(outcome.line), step=None if opts.run_audit else 6)
     with clock.phase("report"):
         clock.say("writing the report and charts", step=7)
         acks = [a for p in producers for a in p.acks]
+        drawn = write_charts(opts.out, acks, line, clock)
         result = report.DemoResult(
             cluster=info,
             acks=acks,
@@ -134,12 +137,23 @@ async def run_demo(opts: DemoOptions, console: Console) -> report.DemoResult:
             timeline=line,
             verdict=verdict,
             audit=outcome,
-            charts=charts.write_all(opts.out, acks, line),
+            charts=drawn,
             durations=clock.durations,
         )
         clock.durations["total"] = time.monotonic() - clock.started
         report.write(opts.out, result)
     return result
+
+
+def write_charts(out: Path, acks: list[model.Ack], line: timeline.Timeline | None, clock: Clock) -> dict[str, str]:
+    """The PNG charts, or none and a line saying why when matplotlib (the `audit` extra) is missing."""
+    why = extras.missing(extras.AUDIT, "matplotlib")
+    if why is not None:
+        clock.say(escape(f"charts skipped: {why}"))
+        return {}
+    from brokergroup.demo import charts
+
+    return charts.write_all(out, acks, line)
 
 
 async def on_the_cluster(
