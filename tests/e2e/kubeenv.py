@@ -495,12 +495,16 @@ class ControlPlane:
             return 0
 
     def _read_audit(self, after: int) -> list[dict[str, Any]]:
+        """Whole events from byte `after` on. A size taken while the apiserver was writing a line can fall
+        inside it: that line began before `after`, so it is skipped."""
         try:
             with self.audit_log.open("rb") as log:
-                log.seek(after)
+                log.seek(max(0, after - 1))
                 data = log.read()
         except FileNotFoundError:
             return []
+        if after > 0:
+            data = data[data.find(b"\n") + 1 :] if data[:1] != b"\n" else data[1:]
         complete = data[: data.rfind(b"\n") + 1]  # a line being written has no newline yet
         return [json.loads(line) for line in complete.splitlines() if line.strip()]
 
