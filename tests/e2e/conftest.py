@@ -6,11 +6,11 @@ Without the binaries (`bash scripts/k8s-bins` builds them) the tier is skipped, 
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import kubernetes
 import pytest
@@ -19,6 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from tests.e2e import helmchart
 from tests.e2e.kubeenv import PROJECT_CRDS, Binaries, ControlPlane, eventually
 from tests.e2e.kubelet import Kubelet, missing_requirements
+from tests.needs import missing
 
 HERE = Path(__file__).parent
 
@@ -32,11 +33,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.filterwarnings("ignore:unclosed <ssl.SSLSocket:ResourceWarning"))
 
 
-def _missing(what: str, message: str | None = None) -> None:
-    message = message or f"the e2e tier needs {what}: build them with `bash scripts/k8s-bins`"
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(f"CI=true but {message}")
-    pytest.skip(f"{message} (local run; under CI=true this fails instead)")
+def _no_binaries(what: str) -> NoReturn:
+    missing(f"the e2e tier needs {what}: build them with `bash scripts/k8s-bins`")
 
 
 @pytest.fixture(scope="session")
@@ -46,9 +44,9 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
     The CRDs in crds/ are installed before kube-controller-manager starts, so that its garbage collector
     follows owner references to BrokerGroups from the first test on (a CRD applied later: up to ~40 s)."""
     binaries = Binaries.discover()
-    missing = binaries.missing()
-    if missing:
-        _missing(", ".join(str(path) for path in missing))
+    lacking = binaries.missing()
+    if lacking:
+        _no_binaries(", ".join(str(path) for path in lacking))
     with ControlPlane(binaries, tmp_path_factory.mktemp("k8s"), crds=PROJECT_CRDS) as plane:
         yield plane
 
@@ -104,7 +102,7 @@ def kubectl(control_plane: ControlPlane) -> Callable[..., subprocess.CompletedPr
 def helm(control_plane: ControlPlane) -> Callable[..., subprocess.CompletedProcess[str]]:
     """`helm("install", ...)` against the control plane as admin; skipped (failed under CI=true) without helm."""
     if control_plane.binaries.missing(helm=True):
-        _missing(str(control_plane.binaries.helm))
+        _no_binaries(str(control_plane.binaries.helm))
     return control_plane.helm
 
 
@@ -115,9 +113,9 @@ def kubelet(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Iter
     failed one: every pod process is killed, the pods' objects are deleted, and every network namespace,
     link, nftables table and hosts file it made is removed. Needs root, `ip` and `nft` (skipped without them,
     failed under CI=true)."""
-    missing = missing_requirements()
-    if missing:
-        _missing("", "the test kubelet needs " + ", ".join(missing))
+    lacking = missing_requirements()
+    if lacking:
+        missing("the test kubelet needs " + ", ".join(lacking))
     with Kubelet(control_plane.admin_kubeconfig, namespace, tmp_path / "kubelet") as running:
         yield running
 
@@ -133,7 +131,7 @@ def operator_login(control_plane: ControlPlane, tmp_path_factory: pytest.TempPat
     chart's RBAC and nothing more. The chart's Deployment stays Pending (no kubelet in that namespace); the
     tests run the operator process themselves, logged in exactly as that pod would be."""
     if control_plane.binaries.missing(helm=True):
-        _missing(str(control_plane.binaries.helm))
+        _no_binaries(str(control_plane.binaries.helm))
     control_plane.kubectl("create", "namespace", OPERATOR_NAMESPACE)
     control_plane.helm(
         "install", OPERATOR_RELEASE, str(helmchart.CHART), "--namespace", OPERATOR_NAMESPACE, "--wait=false"

@@ -31,6 +31,7 @@ import pytest
 import yaml
 
 from tests.e2e.kubeenv import ControlPlane, eventually
+from tests.needs import missing
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "audit.md"
@@ -110,27 +111,21 @@ def unescape(value: str) -> str:
 # -------------------------------------------------------------------------------------- tooling
 
 
-def _required(message: str) -> None:
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(f"CI=true but {message}")
-    pytest.skip(f"{message} (local run; under CI=true this fails instead)")
-
-
 @pytest.fixture(scope="module")
 def spark_home() -> Path:
     """The installed pyspark package: bin/spark-submit and jars/ with Spark's Kubernetes backend."""
     if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
-        _required("spark-submit needs Java 17 or 21 (java on PATH or JAVA_HOME)")
+        missing("spark-submit needs Java 17 or 21 (java on PATH or JAVA_HOME)")
     try:
         import pyspark
     except ImportError:
-        _required("pyspark is not installed (pip install -e '.[audit]')")
+        missing("pyspark is not installed (pip install -e '.[audit]')")
     home = Path(pyspark.__file__).parent
     if not os.access(home / "bin" / "spark-submit", os.X_OK):
-        _required(f"{home}/bin/spark-submit is missing")
+        missing(f"{home}/bin/spark-submit is missing")
     for pattern in ("spark-kubernetes_*.jar", "kubernetes-client-[0-9]*.jar", "kubernetes-model-core-*.jar"):
         if not list((home / "jars").glob(pattern)):
-            _required(f"{home}/jars has no {pattern}: this pyspark cannot submit to Kubernetes")
+            missing(f"{home}/jars has no {pattern}: this pyspark cannot submit to Kubernetes")
     return home
 
 

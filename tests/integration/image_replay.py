@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
+from tests.needs import missing
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -34,9 +34,7 @@ def need(tool: str) -> str:
     """The tool's path; a skip without it, a failure under CI."""
     found = shutil.which(tool)
     if found is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{tool} is not installed (scripts/test installs it)")
-        pytest.skip(f"{tool} is not installed")
+        missing(f"{tool} is not installed (scripts/test installs it)")
     return found
 
 
@@ -44,9 +42,7 @@ def dockerfile_parser() -> Any:
     try:
         from dockerfile_parse import DockerfileParser
     except ImportError:
-        if os.environ.get("CI") == "true":
-            pytest.fail("dockerfile-parse is not installed (the `test` extra)")
-        pytest.skip("dockerfile-parse is not installed")
+        missing("dockerfile-parse is not installed (the `test` extra)")
     return DockerfileParser(path=str(DOCKERFILE))
 
 

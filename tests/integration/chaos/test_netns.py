@@ -3,7 +3,6 @@ it, and nothing is left behind, even by a harness that died."""
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -11,17 +10,16 @@ from collections.abc import Iterator
 import pytest
 
 from brokergroup.chaos import netns
+from tests.needs import missing
 
 pytestmark = pytest.mark.integration
 
 
 def require_netns() -> None:
     """Skip locally without network namespaces; under CI=true a missing capability fails."""
-    missing = netns.missing_capabilities()
-    if missing:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"CI=true but network namespaces are unavailable: {'; '.join(missing)}")
-        pytest.skip(f"{'; '.join(missing)} (local run; under CI=true this fails instead)")
+    lacking = netns.missing_capabilities()
+    if lacking:
+        missing(f"network namespaces are unavailable: {'; '.join(lacking)}")
 
 
 @pytest.fixture

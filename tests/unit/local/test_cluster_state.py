@@ -22,6 +22,7 @@ from brokergroup.local.state import (
     write_auth,
     write_state,
 )
+from tests.needs import missing
 
 
 def record(name: str, port: int, pid: int | None = 4242) -> ProcessRecord:
@@ -109,8 +110,9 @@ def test_unusable_state_is_reported_with_the_reason(tmp_path: Path, content: str
         read_state(tmp_path)
 
 
-@pytest.mark.skipif(not Path("/proc/self").exists(), reason="pid identity checks need /proc")
 def test_a_live_pid_running_something_else_is_not_ours() -> None:
     """A reused pid: alive, but its command line does not hold the data folder we started it with."""
+    if not Path("/proc/self").exists():
+        missing("pid identity checks need /proc")
     assert not attach.alive(ProcessRecord("x", "127.0.0.1:1", "/no/such/data-dir", "/x.log", os.getpid(), 2))
     assert not attach.alive(ProcessRecord("x", "127.0.0.1:1", "/d", "/x.log", None, 2))
