@@ -105,7 +105,7 @@ class Follower:
             if str(annotations.get(labels.PAUSE_ANNOTATION, "")).strip().lower() == "true":
                 return None
             try:
-                spec = parse_spec(bg.get("spec") or {}, default_image=self.r.settings.image)
+                spec = parse_spec(bg.get("spec") or {}, default_image=self.settings.image)
             except SpecError:
                 return None
             secret = await self.r.io(self.kube.get, "v1", "Secret", namespace, names.controller_auth(name))

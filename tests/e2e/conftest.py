@@ -136,7 +136,7 @@ def operator_login(control_plane: ControlPlane, tmp_path_factory: pytest.TempPat
     control_plane.helm(
         "install", OPERATOR_RELEASE, str(helmchart.CHART), "--namespace", OPERATOR_NAMESPACE, "--wait=false"
     )
-    account = f"{OPERATOR_RELEASE}"
+    # The release name contains the chart's name, so every object, the ServiceAccount included, is named after it.
     return helmchart.service_account_login(
-        control_plane, OPERATOR_NAMESPACE, account, tmp_path_factory.mktemp("operator-sa")
+        control_plane, OPERATOR_NAMESPACE, OPERATOR_RELEASE, tmp_path_factory.mktemp("operator-sa")
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,6 @@ def render(
     release: str = "bg",
     namespace: str = "ops",
     work: Path,
-    show_only: tuple[str, ...] = (),
 ) -> list[dict[str, Any]]:
     """`helm template` with `values` (a values file, as users pass them); the rendered objects."""
     result = control_plane.helm(
@@ -42,7 +42,6 @@ def render(
         "--namespace",
         namespace,
         *values_args(values, work),
-        *(a for t in show_only for a in ("--show-only", t)),
     )
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 
@@ -51,9 +50,9 @@ def values_args(values: Mapping[str, Any] | None, work: Path) -> list[str]:
     if not values:
         return []
     work.mkdir(parents=True, exist_ok=True)
-    path = work / f"values-{abs(hash(json.dumps(values, sort_keys=True)))}.yaml"
-    path.write_text(yaml.safe_dump(dict(values)))
-    return ["--values", str(path)]
+    with tempfile.NamedTemporaryFile("w", dir=work, prefix="values-", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump(dict(values), f)
+    return ["--values", f.name]
 
 
 @dataclasses.dataclass(frozen=True)
