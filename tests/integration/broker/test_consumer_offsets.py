@@ -51,6 +51,15 @@ async def test_admin_get_broker_epoch_lists_every_replica(
     master = await sync_set.master()
     async with aiohttp.ClientSession() as session:
         master_id = (await sync_set.status(master, session) or {})["brokerId"]
+    async with ControllerClient(controller_group.api_addresses) as controller:
+
+        async def all_registered() -> bool:
+            data = await controller.sync_state_data(["bs"])
+            info = data.replicas_info_table.get("bs")
+            return info is not None and len(info.in_sync_replicas + info.not_in_sync_replicas) == 3
+
+        # The command lists the replicas the controller knows; a slave may still be registering.
+        await eventually("all three replicas registered", all_registered)
     result = await asyncio.to_thread(
         subprocess.run,
         [
