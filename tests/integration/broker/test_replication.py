@@ -75,6 +75,13 @@ async def test_min_in_sync_replicas_refuses_and_writes_nothing(
             return (await controller.replica_info("bs")).sync_state_set == [master_id]
 
         await eventually("the set shrinks to the master", alone)
+
+        async def master_alone() -> bool:
+            status = await sync_set.status(master, session)
+            return status is not None and status["replication"]["inSyncReplicasNums"] == 1
+
+        # The controller's answer to the shrink reaches the master a moment after the controller applied it.
+        await eventually("the master adopts the shrunk set", master_alone)
         before = (await sync_set.status(master, session) or {})["store"]["maxOffset"]  # type: ignore[index]
         body = {"topic": "t", "messages": [{"body": "eA=="}]}
         async with session.post(f"http://{sync_set.nodes[master].api}/v1/messages", json=body) as r:
