@@ -91,7 +91,8 @@ def test_minimal_example_creates_every_child_with_the_expected_spec(
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "False" and ready["reason"] == "ReplicasNotReady"  # no kubelet runs the pods
     assert status["setsHoldingData"] == 0
-    assert "ChildrenApplied" in event_reasons(dyn, namespace, name)
+    # The operator posts its Events after it writes the status.
+    eventually("a ChildrenApplied Event", lambda: "ChildrenApplied" in event_reasons(dyn, namespace, name))
 
 
 def test_full_example_applies_every_field(

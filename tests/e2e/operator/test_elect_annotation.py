@@ -128,5 +128,6 @@ def test_without_a_controller_quorum_labels_stay_and_forced_elections_are_refuse
     )
     assert record["result"] == "Refused" and record["reason"] == "ControllerUnavailable", record
     assert answered(dyn, namespace, bg)
-    assert "ControllerUnreachable" in event_reasons(dyn, namespace, bg)
+    # The operator posts its Events after it writes the condition waited on above.
+    eventually("a ControllerUnreachable Event", lambda: "ControllerUnreachable" in event_reasons(dyn, namespace, bg))
     assert labels_of(dyn, namespace, sts) == want
