@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from brokergroup import images
+from brokergroup.operator import labels, names
 from brokergroup.operator.builders.pods import container_security_context, pod_security_context
 from brokergroup.operator.settings import OperatorSettings
 from tests.e2e import helmchart
@@ -62,6 +63,19 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
             "livenessPort": 9091,
             "extraEnv": [{"name": "PYTHONFAULTHANDLER", "value": "1"}],
         }
+    },
+    "network-policy": {
+        "networkPolicy": {
+            "enabled": True,
+            "apiServer": {"cidrs": ["10.96.0.1/32", "fd00::1/128"]},
+            "metricsFrom": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
+            "extraEgress": [{"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}], "ports": [{"port": 3128}]}],
+        },
+        "operator": {"metricsPort": 9090, "livenessPort": 9091},
+    },
+    "network-policy-namespaced": {
+        "networkPolicy": {"enabled": True, "apiServer": {"cidrs": ["192.168.1.10/32"], "ports": [6443]}},
+        "watch": {"scope": "Namespaced", "namespaces": ["team-a", "team-b"]},
     },
     "audit-cronjob": {"audit": {"cronJob": {"enabled": True, "brokerGroup": "demo", "namespace": "apps"}}},
     "audit-cronjob-reports": {
@@ -327,6 +341,42 @@ def test_audit_cronjob_fetches_every_controller_then_audits(control_plane: Contr
     assert cron["spec"]["timeZone"] == "Etc/UTC"
 
 
+def test_the_network_policy_admits_metrics_and_lets_the_operator_reach_only_what_it_uses(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    assert "NetworkPolicy" not in kinds(render(control_plane, work=tmp_path)), "off by default"
+    objects = render(control_plane, COMBINATIONS["network-policy"], work=tmp_path)
+    policy = one(objects, "NetworkPolicy")["spec"]
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert policy["podSelector"]["matchLabels"].items() <= pod_labels.items(), "selects the operator pod"
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    (ingress,) = policy["ingress"]
+    metrics_port = next(p for p in operator_container(objects)["ports"] if p["name"] == "metrics")
+    assert ingress["ports"] == [{"protocol": "TCP", "port": metrics_port["containerPort"]}]
+    assert ingress["from"] == COMBINATIONS["network-policy"]["networkPolicy"]["metricsFrom"]
+    dns, api, controllers, extra = policy["egress"]
+    assert "to" not in dns and {(p["protocol"], p["port"]) for p in dns["ports"]} == {("UDP", 53), ("TCP", 53)}
+    assert api["to"] == [{"ipBlock": {"cidr": "10.96.0.1/32"}}, {"ipBlock": {"cidr": "fd00::1/128"}}]
+    assert [p["port"] for p in api["ports"]] == [443, 6443]
+    (peer,) = controllers["to"]
+    # The peer must select the controller pods the operator creates, of any group, and nothing else.
+    controller_pod = labels.common("any-group", labels.COMPONENT_CONTROLLER)
+    broker_pod = labels.common("any-group", labels.COMPONENT_BROKER)
+    assert peer["podSelector"]["matchLabels"].items() <= controller_pod.items()
+    assert not peer["podSelector"]["matchLabels"].items() <= broker_pod.items()
+    assert peer["namespaceSelector"] == {}, "Cluster scope: every namespace"
+    assert controllers["ports"] == [{"protocol": "TCP", "port": names.CONTROLLER_API_PORT}]
+    assert extra == COMBINATIONS["network-policy"]["networkPolicy"]["extraEgress"][0]
+
+    objects = render(control_plane, COMBINATIONS["network-policy-namespaced"], work=tmp_path)
+    _, api, controllers = one(objects, "NetworkPolicy")["spec"]["egress"]
+    assert [p["port"] for p in api["ports"]] == [6443]
+    assert controllers["to"][0]["namespaceSelector"] == {
+        "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a", "team-b"]}]
+    }
+
+
 # ---------------------------------------------------------------------------------- bad values
 
 BAD_VALUES = [
@@ -345,6 +395,10 @@ BAD_VALUES = [
     ({"audit": {"cronJob": {"enabled": True}}}, "audit.cronJob.brokerGroup is required"),
     ({"audit": {"cronJob": {"brokerGroup": "Demo"}}}, "/audit/cronJob/brokerGroup"),
     ({"audit": {"cronJob": {"controllerReplicas": 2}}}, "/audit/cronJob/controllerReplicas"),
+    ({"networkPolicy": {"enabled": True}}, "networkPolicy.apiServer.cidrs is required"),
+    ({"networkPolicy": {"apiServer": {"cidrs": ["10.0.0.1"]}}}, "/networkPolicy/apiServer/cidrs/0"),
+    ({"networkPolicy": {"apiServer": {"ports": [0]}}}, "/networkPolicy/apiServer/ports/0"),
+    ({"networkPolicy": {"metricsFrom": ["monitoring"]}}, "/networkPolicy/metricsFrom/0"),
     ({"unknownTopLevel": True}, "'unknownTopLevel' not allowed"),
 ]
 
