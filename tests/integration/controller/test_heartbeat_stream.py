@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from brokergroup.controller import protocol
+from brokergroup.controller.client import ControllerClient
 from brokergroup.local.controllers import ControllerGroup
 from brokergroup.local.ports import free_ports
 from tests.integration.conftest import eventually
@@ -122,6 +123,22 @@ async def setup_set(group: ControllerGroup, brokers: Brokers, name: str, *, time
         )
 
 
+async def fed_elections(client: ControllerClient, *, master_epoch: int) -> list[dict[str, Any]]:
+    """The ELECT_MASTER events of `master_epoch` in the event feed, once there are any.
+
+    The feed is node-local: the node answering may apply the election a moment after the leader."""
+
+    async def elections() -> list[dict[str, Any]]:
+        events = (await client.events(after=0))["events"]
+        return [e for e in events if e["type"] == "ELECT_MASTER" and e["masterEpoch"] == master_epoch]
+
+    async def fed() -> bool:
+        return bool(await elections())
+
+    await eventually("the election is in the event feed", fed, timeout=10)
+    return await elections()
+
+
 async def test_killed_master_stream_close_triggers_election(
     controller_group: ControllerGroup, brokers: Brokers
 ) -> None:
@@ -146,16 +163,7 @@ async def test_killed_master_stream_close_triggers_election(
         # broker 3 reported the higher maxOffset, so the policy picks it
         assert info.master_broker_id == 3
 
-        # The feed is node-local: the node answering may apply the election a moment after the leader.
-        async def election_events() -> list[dict[str, Any]]:
-            events = (await client.events(after=0))["events"]
-            return [e for e in events if e["type"] == "ELECT_MASTER" and e["masterEpoch"] == 2]
-
-        async def fed() -> bool:
-            return bool(await election_events())
-
-        await eventually("the election is in the event feed", fed, timeout=10)
-        elect = await election_events()
+        elect = await fed_elections(client, master_epoch=2)
         assert len(elect) == 1
         assert elect[0]["reason"] == "channel_closed"
         assert elect[0]["unclean"] is False
@@ -184,16 +192,7 @@ async def test_stopped_master_heartbeat_timeout_triggers_election(
         took = await eventually("a new master after the master stopped heartbeating", new_master, timeout=20)
         print(f"SIGSTOPped master replaced after {took * 1000:.0f} ms (heartbeat timeout 1500 ms)")
 
-        # The feed is node-local: the node answering may apply the election a moment after the leader.
-        async def election_events() -> list[dict[str, Any]]:
-            events = (await client.events(after=0))["events"]
-            return [e for e in events if e["type"] == "ELECT_MASTER" and e["masterEpoch"] == 2]
-
-        async def fed() -> bool:
-            return bool(await election_events())
-
-        await eventually("the election is in the event feed", fed, timeout=10)
-        assert [e["reason"] for e in await election_events()] == ["heartbeat_timeout"]
+        assert [e["reason"] for e in await fed_elections(client, master_epoch=2)] == ["heartbeat_timeout"]
 
 
 async def test_no_alive_member_means_no_master_then_first_member_back_wins(
