@@ -186,15 +186,11 @@ def run_fetch(args: argparse.Namespace) -> int:
         for r in results:
             print(fetch.summary_line(r))
     if failed:
-        kept = f"the files fetched are in {config.out}"
-        if code == fetch.OK:
-            print(
-                f"brokergroup audit fetch: {len(failed)} of {len(results)} controllers failed; {kept}", file=sys.stderr
-            )
-        else:
-            hint = "" if config.allow_partial else " (--allow-partial accepts that when at least one answered)"
-            print(
-                f"brokergroup audit fetch: {len(failed)} of {len(results)} controllers failed{hint}; {kept}",
-                file=sys.stderr,
-            )
+        partial = code == fetch.OK or config.allow_partial
+        hint = "" if partial else " (--allow-partial accepts that when at least one answered)"
+        print(
+            f"brokergroup audit fetch: {len(failed)} of {len(results)} controllers failed{hint}; "
+            f"the files fetched are in {config.out}",
+            file=sys.stderr,
+        )
     return code

@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -130,17 +131,24 @@ def cross_check(findings: DataFrame, files: list[Path] | None, lines: int, setti
     if lines > settings.cross_check_limit:
         return {"status": "skipped", "why": f"{lines} lines > cross-check limit {settings.cross_check_limit}"}
     records, _ = extract.read_records(files)
-    key = invariants.finding_key
     python = invariants.audit_findings(records, settings.params)
     rows = [r.asDict() for r in findings.collect()]
-    status = "agree" if sorted(map(key, python)) == sorted(map(key, rows)) else "disagree"
 
     def only(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        known = set(map(key, theirs))
-        extra = {key(f): f for f in mine if key(f) not in known}
-        return [{c: extra[k][c] for c in contract.FINDING_KEY} for k in sorted(extra)[:10]]
+        """The findings of `mine` that `theirs` lacks, counted: one reported twice in `mine` and once in
+        `theirs` is listed once."""
+        key = invariants.finding_key
+        surplus = Counter(map(key, mine)) - Counter(map(key, theirs))
+        out = []
+        for f in sorted(mine, key=key):
+            if surplus[key(f)] > 0:
+                surplus[key(f)] -= 1
+                out.append({c: f[c] for c in contract.FINDING_KEY})
+        return out[:10]
 
-    return {"status": status, "findings": len(rows), "onlySpark": only(rows, python), "onlyPython": only(python, rows)}
+    only_spark, only_python = only(rows, python), only(python, rows)
+    status = "disagree" if only_spark or only_python else "agree"
+    return {"status": status, "findings": len(rows), "onlySpark": only_spark, "onlyPython": only_python}
 
 
 def execute(

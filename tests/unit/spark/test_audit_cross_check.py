@@ -46,7 +46,8 @@ def test_a_finding_spark_reports_twice_disagrees(
 ) -> None:
     files, found = logged
     result = check(spark, files, [*found, found[0]])
-    assert result == {"status": "disagree", "findings": len(found) + 1, "onlySpark": [], "onlyPython": []}
+    twice = {c: found[0][c] for c in contract.FINDING_KEY}
+    assert result == {"status": "disagree", "findings": len(found) + 1, "onlySpark": [twice], "onlyPython": []}
 
 
 def test_a_finding_only_python_reports_is_listed(
