@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from brokergroup.local import profiles
@@ -50,3 +51,15 @@ def sync_set(controller_group: ControllerGroup, tmp_path: Path) -> Iterator[Brok
 def async_set(controller_group: ControllerGroup, tmp_path: Path) -> Iterator[BrokerSet]:
     with running_set(tmp_path, controller_group, []) as brokers:
         yield brokers
+
+
+async def sees_in_sync(brokers: BrokerSet, index: int, session: aiohttp.ClientSession, count: int) -> bool:
+    """True once replica `index` (the master) answers and counts `count` replicas in its sync-state-set."""
+    status = await brokers.status(index, session)
+    return status is not None and status["replication"]["inSyncReplicasNums"] == count
+
+
+async def same_log(brokers: BrokerSet, session: aiohttp.ClientSession) -> bool:
+    """True once every replica answers and all hold the same store maxOffset."""
+    statuses = [await brokers.status(i, session) for i in range(len(brokers.nodes))]
+    return all(statuses) and len({s["store"]["maxOffset"] for s in statuses if s}) == 1

@@ -28,7 +28,7 @@ from brokergroup.broker import wire
 from brokergroup.local import profiles
 from brokergroup.local.brokers import BrokerSet
 from brokergroup.local.controllers import ControllerGroup, running_group
-from tests.integration.broker.conftest import SYNC, running_set
+from tests.integration.broker.conftest import SYNC, running_set, sees_in_sync
 from tests.integration.conftest import ADMIN_TOKEN, eventually
 
 pytestmark = pytest.mark.integration
@@ -308,12 +308,10 @@ async def seed(brokers: BrokerSet) -> None:
     """A master, every replica following it in sync, and one message on `seed`/1 everywhere."""
     master = await brokers.master()
     async with aiohttp.ClientSession() as http:
-
-        async def all_in_sync() -> bool:
-            status = await brokers.status(master, http)
-            return status is not None and status["replication"]["inSyncReplicasNums"] == len(brokers.nodes)
-
-        await eventually("every replica in the sync-state-set", all_in_sync, timeout=30)
+        every = len(brokers.nodes)
+        await eventually(
+            "every replica in the sync-state-set", lambda: sees_in_sync(brokers, master, http, every), timeout=30
+        )
         async with http.post(f"http://{brokers.nodes[master].api}/v1/messages", data=js(VALID_PRODUCE)) as r:
             assert (r.status, (await r.json())["status"]) == (200, "PUT_OK")
         await snapshot(http, brokers)

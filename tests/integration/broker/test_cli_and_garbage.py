@@ -12,6 +12,7 @@ import aiohttp
 
 from brokergroup.local.brokers import BrokerSet
 from brokergroup.local.controllers import ControllerGroup
+from tests.integration.broker.conftest import sees_in_sync
 from tests.integration.broker.history import read_queue
 from tests.integration.conftest import eventually
 
@@ -49,13 +50,9 @@ async def test_garbage_on_the_replication_port_is_dropped(
 ) -> None:
     master = await sync_set.master()
     async with aiohttp.ClientSession() as session:
-
-        async def all_in_sync() -> bool:
-            status = await sync_set.status(master, session)
-            return status is not None and status["replication"]["inSyncReplicasNums"] == len(sync_set.nodes)
-
         # Sync mode refuses puts below 2 in-sync replicas; the slaves may still be joining the set.
-        await eventually("every replica in the sync-state-set", all_in_sync)
+        every = len(sync_set.nodes)
+        await eventually("every replica in the sync-state-set", lambda: sees_in_sync(sync_set, master, session, every))
         status = await sync_set.status(master, session)
         assert status is not None
         host, port = str(status["haAddress"]).rsplit(":", 1)

@@ -8,12 +8,9 @@ from brokergroup.broker.client import MasterFinder, Producer
 from brokergroup.controller.client import ControllerClient
 from brokergroup.local.brokers import BrokerSet
 from brokergroup.local.controllers import ControllerGroup
+from tests.integration.broker.conftest import same_log, sees_in_sync
 from tests.integration.broker.history import check, read_queue, same_offsets
 from tests.integration.conftest import eventually
-
-
-async def statuses(brokers: BrokerSet, session: aiohttp.ClientSession) -> list[dict[str, object] | None]:
-    return [await brokers.status(i, session) for i in range(len(brokers.nodes))]
 
 
 async def test_slave_restart_catches_up_and_rejoins_the_sync_state_set(
@@ -42,12 +39,7 @@ async def test_slave_restart_catches_up_and_rejoins_the_sync_state_set(
         sync_set.start(slaves[0])
         await eventually("the restarted slave rejoins the set", full_set, timeout=30)
 
-        async def same_log() -> bool:
-            st = await statuses(sync_set, session)
-            offsets = {s["store"]["maxOffset"] for s in st if s}  # type: ignore[index]
-            return len(offsets) == 1 and all(st)
-
-        await eventually("every replica holds the same log", same_log)
+        await eventually("every replica holds the same log", lambda: same_log(sync_set, session))
         replicas = [await read_queue(session, n.api, "t") for n in sync_set.nodes]
         assert [len(r) for r in replicas] == [100, 100, 100]
         assert same_offsets(replicas) == []
@@ -75,13 +67,8 @@ async def test_min_in_sync_replicas_refuses_and_writes_nothing(
             return (await controller.replica_info("bs")).sync_state_set == [master_id]
 
         await eventually("the set shrinks to the master", alone)
-
-        async def master_alone() -> bool:
-            status = await sync_set.status(master, session)
-            return status is not None and status["replication"]["inSyncReplicasNums"] == 1
-
         # The controller's answer to the shrink reaches the master a moment after the controller applied it.
-        await eventually("the master adopts the shrunk set", master_alone)
+        await eventually("the master adopts the shrunk set", lambda: sees_in_sync(sync_set, master, session, 1))
         before = (await sync_set.status(master, session) or {})["store"]["maxOffset"]  # type: ignore[index]
         body = {"topic": "t", "messages": [{"body": "eA=="}]}
         async with session.post(f"http://{sync_set.nodes[master].api}/v1/messages", json=body) as r:

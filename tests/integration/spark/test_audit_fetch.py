@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,8 @@ from brokergroup.local.controllers import ControllerGroup, running_group
 from brokergroup.local.ports import free_ports
 from tests.integration.conftest import ADMIN_TOKEN, eventually
 from tests.integration.controller.scenario import elect_and_grow, register_replicas
+from tests.integration.controller.test_event_log import raft_of, read_log
+from tests.integration.local.processes import brokergroup
 
 SETS = ("set-a", "set-b")
 
@@ -42,7 +43,7 @@ async def seed(group: ControllerGroup) -> None:
             await elect_and_grow(client, name)
 
     async def logged_everywhere() -> bool:
-        ids = [raft_ids(on_disk(group, i)) for i in range(len(group.nodes))]
+        ids = [{r["eventId"] for r in raft_of(read_log(group, i))} for i in range(len(group.nodes))]
         return all(len(i) == 2 * 5 for i in ids)  # per set: 3 APPLY_BROKER_ID, ELECT_MASTER, ALTER_SYNC_STATE_SET
 
     await eventually("every node logged both sets' raft events", logged_everywhere)
@@ -51,12 +52,11 @@ async def seed(group: ControllerGroup) -> None:
 def on_disk(group: ControllerGroup, i: int) -> dict[str, bytes]:
     """Node i's event-log files as the controller wrote them, each cut after its last newline."""
     files = sorted((group.nodes[i].data_dir / "events").glob("events-*.jsonl"))
-    return {p.name: p.read_bytes()[: p.read_bytes().rfind(b"\n") + 1] for p in files}
+    return {p.name: complete_lines(p.read_bytes()) for p in files}
 
 
-def raft_ids(files: dict[str, bytes]) -> set[str]:
-    records = [json.loads(line) for data in files.values() for line in data.splitlines()]
-    return {r["eventId"] for r in records if r["source"] == "raft"}
+def complete_lines(data: bytes) -> bytes:
+    return data[: data.rfind(b"\n") + 1]
 
 
 def urls(group: ControllerGroup) -> list[str]:
@@ -64,8 +64,7 @@ def urls(group: ControllerGroup) -> list[str]:
 
 
 def fetch(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "brokergroup.cli", "audit", "fetch", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    return brokergroup("audit", "fetch", *args, timeout=120)
 
 
 def controller_flags(addresses: list[str]) -> list[str]:
@@ -148,7 +147,7 @@ def test_a_local_copy_is_fetched_again_when_smaller_and_kept_when_larger(
     assert not list(out.rglob(".*.part"))
 
 
-# ---- controllers that do not answer, and bad flags -------------------------------------------------
+# ---- controllers that do not answer -----------------------------------------------------------
 
 
 def test_an_unreachable_controller_fails_the_fetch_unless_partial_is_allowed(
@@ -178,14 +177,7 @@ def test_an_unreachable_controller_fails_the_fetch_unless_partial_is_allowed(
     assert dead in nobody.stderr
 
 
-def test_a_malformed_controller_url_is_a_usage_error_naming_the_flag(tmp_path: Path) -> None:
-    result = fetch("--controller", "http://127.0.0.1:9878", "--controller", "127.0.0.1:9879", "--out", str(tmp_path))
-    assert result.returncode == 2
-    assert "--controller '127.0.0.1:9879': the scheme must be http or https" in result.stderr
-    assert list(tmp_path.iterdir()) == []
-
-
-# ---- the endpoints ---------------------------------------------------------------------------
+# ---- the endpoints ----------------------------------------------------------------------------
 
 
 async def get(http: aiohttp.ClientSession, address: str, path: str) -> tuple[int, str, bytes]:

@@ -9,6 +9,7 @@ import pytest
 from builder_factories import OWNER
 
 from brokergroup.operator.builders import auth_secret_problems, new_auth_secret
+from brokergroup.operator.builders.secret import admin_token
 
 
 def b64(text: str) -> str:
@@ -62,8 +63,6 @@ def test_problems_of_an_existing_secret(secret: dict[str, Any], problems: list[s
 
 
 def test_admin_token_reads_only_a_usable_data_key() -> None:
-    from brokergroup.operator.builders.secret import admin_token
-
     assert admin_token({"data": {"adminToken": b64("t0k")}}) == "t0k"
     for broken in (
         {},

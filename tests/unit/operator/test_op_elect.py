@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from brokergroup.controller.protocol import ElectMasterResponse
 from brokergroup.operator import elect
 from brokergroup.operator.elect import AlreadyMaster, Elect, Refused, Target
 from brokergroup.operator.roles import Member, SetView
@@ -229,8 +230,6 @@ def test_answer_of_a_refusal_names_its_set_and_reason() -> None:
 
 
 def test_answer_of_an_election_compares_the_winner_with_the_target() -> None:
-    from brokergroup.controller.protocol import ElectMasterResponse
-
     def response(winner: int) -> ElectMasterResponse:
         return ElectMasterResponse(
             master_broker_id=winner, master_address="a:1", master_epoch=7, sync_state_set_epoch=3, sync_state_set=[]

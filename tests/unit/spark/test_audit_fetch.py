@@ -111,6 +111,15 @@ def test_the_command_line_refuses_bad_fetch_flags(
     assert message in capsys.readouterr().err
 
 
+def test_a_malformed_controller_url_is_a_usage_error_that_writes_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    args = ["audit", "fetch", "--controller", "http://127.0.0.1:9878", "--controller", "127.0.0.1:9879"]
+    assert cli.main([*args, "--out", str(tmp_path)]) == 2
+    assert "--controller '127.0.0.1:9879': the scheme must be http or https" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_timeout_that_is_not_a_number_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as caught:
         cli.main(["audit", "fetch", "--controller", "http://c0:1", "--out", "x", "--timeout", "soon"])

@@ -119,7 +119,7 @@ def test_executor_runs_the_backend_with_the_pods_settings(fake_spark: dict[str, 
     ]
 
 
-def test_other_commands_run_as_given_without_spark(tmp_path: Path) -> None:
+def test_other_commands_run_as_given_without_spark() -> None:
     result = entrypoint("printf", "%s|", "brokergroup", "audit", env={"PATH": "/usr/bin:/bin"})
     assert (result.returncode, result.stdout) == (0, "brokergroup|audit|")
 
