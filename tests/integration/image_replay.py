@@ -181,6 +181,8 @@ class Replay:
     """Variables whose ENV/ARG value the test replaces (None: left unset), like --build-arg."""
     log: list[str] = dataclasses.field(default_factory=list)
     done: dict[str, tuple[dict[str, str], Path]] = dataclasses.field(default_factory=dict)
+    rules: list[tuple[bool, re.Pattern[str]]] = dataclasses.field(default_factory=ignore_rules)
+    """.dockerignore, read once for every COPY."""
 
     def host_env(self) -> dict[str, str]:
         """What a build on this host starts from: this interpreter first on PATH, no venv leaking in."""
@@ -189,7 +191,7 @@ class Replay:
         return env
 
     def inside(self, path: str, where: Instruction) -> Path:
-        resolved = Path(path)
+        resolved = Path(os.path.normpath(path))  # no `..` out of the replay's folder
         assert resolved.is_absolute(), f"{where}: {path} is not absolute"
         assert self.root in resolved.parents or resolved == self.root, (
             f"{where}: {path} is outside the replay's folder; remap the variable it comes from"
@@ -248,30 +250,29 @@ class Replay:
             assert Path(there).is_dir(), f"{ins}: stage {flags['from']} left no {there}"
             self.log.append(f"{ins}: the same path in both stages")
             return
-        rules = ignore_rules()
         target = self.inside(expand(dest, scope, ins).rstrip("/") or "/", ins)
         if len(sources) == 1 and (ROOT / sources[0]).is_dir():
-            self.copy_tree(ins, sources[0].strip("/"), target, rules)
+            self.copy_tree(ins, sources[0].strip("/"), target)
         elif all((ROOT / s).is_file() for s in sources) and (dest.endswith("/") or len(sources) == 1):
             for source in sources:
-                assert in_context(source, rules), f"{ins}: {source} is not in the build context (.dockerignore)"
+                assert in_context(source, self.rules), f"{ins}: {source} is not in the build context (.dockerignore)"
                 to = target / Path(source).name if dest.endswith("/") else target
                 to.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(ROOT / source, to)
                 if "chmod" in flags:
                     to.chmod(int(flags["chmod"], 8))
         else:
-            missing = [s for s in sources if not (ROOT / s).exists()]
-            raise AssertionError(f"{ins}: missing from the repository: {missing}" if missing else f"{ins}: form")
+            absent = [s for s in sources if not (ROOT / s).exists()]
+            raise AssertionError(f"{ins}: missing from the repository: {absent}" if absent else f"{ins}: form")
 
-    def copy_tree(self, ins: Instruction, source: str, target: Path, rules: list[Any]) -> None:
+    def copy_tree(self, ins: Instruction, source: str, target: Path) -> None:
         copied = 0
         for folder, dirs, files in os.walk(ROOT / source):
             rel_folder = Path(folder).relative_to(ROOT)
             for entry in [*dirs, *files]:
                 rel = (rel_folder / entry).as_posix()
                 path = ROOT / rel
-                if not in_context(rel, rules) or (path.is_dir() and not path.is_symlink()):
+                if not in_context(rel, self.rules) or (path.is_dir() and not path.is_symlink()):
                     continue
                 to = target / Path(rel).relative_to(source)
                 to.parent.mkdir(parents=True, exist_ok=True)
@@ -317,6 +318,6 @@ def kind(words: list[str], ins: Instruction) -> str:
         return "apt"
     if words and words[0] in USER_STEPS:
         return "user"
-    if words and words[0].startswith(("apt", "dpkg", "useradd", "usermod", "chown", "chmod", "sudo")):
+    if words and words[0].startswith(("apt", "dpkg", "usermod", "chown", "chmod", "sudo")):
         raise AssertionError(f"{ins}: {words[0]} is not replayed by this test")
     return "shell"

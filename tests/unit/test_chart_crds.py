@@ -18,13 +18,3 @@ def test_chart_crds_are_the_top_level_crds() -> None:
         assert chart[name] == text, (
             f"charts/brokergroup/crds/{name} differs from crds/{name}: cp crds/*.yaml charts/brokergroup/crds/"
         )
-
-
-def test_chart_version_is_the_package_version() -> None:
-    import tomllib
-
-    import yaml
-
-    chart = yaml.safe_load((CHART.parent / "Chart.yaml").read_text())
-    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    assert chart["appVersion"] == version == chart["version"]

@@ -1,10 +1,12 @@
-"""The image names in brokergroup.images agree with pyproject.toml and with the Dockerfile."""
+"""The image names in brokergroup.images agree with pyproject.toml, the Dockerfile and the chart."""
 
 from __future__ import annotations
 
 import re
 import tomllib
 from pathlib import Path
+
+import yaml
 
 import brokergroup
 from brokergroup import images
@@ -28,6 +30,12 @@ def test_the_version_is_the_projects() -> None:
 def test_image_names_are_the_two_repositories_at_that_version() -> None:
     assert images.runtime_image() == f"ghcr.io/brokergroup/brokergroup:{pyproject_version()}"
     assert images.spark_image() == f"ghcr.io/brokergroup/brokergroup-spark:{pyproject_version()}"
+
+
+def test_the_charts_versions_are_the_projects() -> None:
+    # appVersion is also the chart's default tag of both images.
+    chart = yaml.safe_load((ROOT / "charts" / "brokergroup" / "Chart.yaml").read_text())
+    assert chart["appVersion"] == pyproject_version() == chart["version"]
 
 
 def test_the_dockerfile_starts_from_one_pinned_base_image_and_otherwise_from_its_own_stages() -> None:
