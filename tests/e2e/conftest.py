@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NoReturn
@@ -15,9 +14,10 @@ from typing import NoReturn
 import kubernetes
 import pytest
 from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
 
 from tests.e2e import helmchart
-from tests.e2e.kubeenv import PROJECT_CRDS, Binaries, ControlPlane, eventually
+from tests.e2e.kubeenv import PROJECT_CRDS, Binaries, ControlPlane, Kubectl, eventually
 from tests.e2e.kubelet import Kubelet, missing_requirements
 from tests.needs import missing
 
@@ -58,6 +58,12 @@ def kube_api(control_plane: ControlPlane) -> Iterator[kubernetes.client.ApiClien
         yield api
 
 
+@pytest.fixture(scope="session")
+def dyn(kube_api: kubernetes.client.ApiClient) -> DynamicClient:
+    """The dynamic client over `kube_api` (discovery is cached, and refreshed when a kind is not found)."""
+    return DynamicClient(kube_api)
+
+
 @pytest.fixture
 def make_api_client() -> Iterator[Callable[[Path], kubernetes.client.ApiClient]]:
     """Build an ApiClient from a kubeconfig (e.g. `control_plane.user_kubeconfig(...)`); closed after the test."""
@@ -92,14 +98,14 @@ def namespace(kube_api: kubernetes.client.ApiClient) -> Iterator[str]:
 
 
 @pytest.fixture
-def kubectl(control_plane: ControlPlane) -> Callable[..., subprocess.CompletedProcess[str]]:
+def kubectl(control_plane: ControlPlane) -> Kubectl:
     """`kubectl("apply", "-f", "-", input=yaml)`: the cached kubectl as admin; raises on failure unless
     `check=False`; `kubeconfig=` runs it as another user."""
     return control_plane.kubectl
 
 
-@pytest.fixture
-def helm(control_plane: ControlPlane) -> Callable[..., subprocess.CompletedProcess[str]]:
+@pytest.fixture(scope="session")
+def helm(control_plane: ControlPlane) -> Kubectl:
     """`helm("install", ...)` against the control plane as admin; skipped (failed under CI=true) without helm."""
     if control_plane.binaries.missing(helm=True):
         _no_binaries(str(control_plane.binaries.helm))
@@ -125,17 +131,15 @@ OPERATOR_RELEASE = "brokergroup"
 
 
 @pytest.fixture(scope="session")
-def operator_login(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> helmchart.InCluster:
+def operator_login(
+    control_plane: ControlPlane, helm: Kubectl, tmp_path_factory: pytest.TempPathFactory
+) -> helmchart.InCluster:
     """The chart installed once (`helm install brokergroup charts/brokergroup -n brokergroup-system`, cluster
     scope) and a token of its ServiceAccount where a pod has it: every operator in the e2e tier runs with the
     chart's RBAC and nothing more. The chart's Deployment stays Pending (no kubelet in that namespace); the
     tests run the operator process themselves, logged in exactly as that pod would be."""
-    if control_plane.binaries.missing(helm=True):
-        _no_binaries(str(control_plane.binaries.helm))
     control_plane.kubectl("create", "namespace", OPERATOR_NAMESPACE)
-    control_plane.helm(
-        "install", OPERATOR_RELEASE, str(helmchart.CHART), "--namespace", OPERATOR_NAMESPACE, "--wait=false"
-    )
+    helm("install", OPERATOR_RELEASE, str(helmchart.CHART), "--namespace", OPERATOR_NAMESPACE, "--wait=false")
     # The release name contains the chart's name, so every object, the ServiceAccount included, is named after it.
     return helmchart.service_account_login(
         control_plane, OPERATOR_NAMESPACE, OPERATOR_RELEASE, tmp_path_factory.mktemp("operator-sa")

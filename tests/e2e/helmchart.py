@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 import yaml
 
 from tests.e2e.kubeenv import CACHE, ControlPlane
+from tests.needs import missing
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "brokergroup"
@@ -116,7 +118,13 @@ class InCluster:
 
 
 def service_account_login(control_plane: ControlPlane, namespace: str, service_account: str, folder: Path) -> InCluster:
-    """A TokenRequest token for the ServiceAccount (`kubectl create token`), written where a pod has it."""
+    """A TokenRequest token for the ServiceAccount (`kubectl create token`), written where a pod has it.
+    Needs root and `unshare` (skipped without them, failed under CI=true): `InCluster.command` bind-mounts it."""
+    lacking = ["root"] if os.geteuid() != 0 else []
+    if shutil.which("unshare") is None:
+        lacking.append("`unshare` on PATH")
+    if lacking:
+        missing("the ServiceAccount's in-cluster login needs " + " and ".join(lacking))
     token = control_plane.kubectl(
         "create", "token", service_account, "--namespace", namespace, f"--duration={TOKEN_SECONDS}s"
     ).stdout.strip()

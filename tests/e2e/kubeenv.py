@@ -67,6 +67,9 @@ AUDIT_POLICY = {
 
 T = TypeVar("T")
 
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+"""`ControlPlane.kubectl` or `ControlPlane.helm`: argv in, the finished process out (raises unless `check=False`)."""
+
 
 class ControlPlaneError(RuntimeError):
     """A component did not start, or the control plane is used before `start()`."""
@@ -504,7 +507,7 @@ class ControlPlane:
         except FileNotFoundError:
             return []
         if after > 0:
-            data = data[data.find(b"\n") + 1 :] if data[:1] != b"\n" else data[1:]
+            data = data[data.find(b"\n") + 1 :]  # from the first line that starts at or after `after`
         complete = data[: data.rfind(b"\n") + 1]  # a line being written has no newline yet
         return [json.loads(line) for line in complete.splitlines() if line.strip()]
 

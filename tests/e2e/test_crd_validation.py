@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,22 +15,17 @@ import yaml
 
 from brokergroup.operator import names
 from brokergroup.operator.spec import parse_spec
-from tests.e2e.kubeenv import ControlPlane
+from tests.e2e.kubeenv import ControlPlane, Kubectl
 
 ROOT = Path(__file__).resolve().parents[2]
-CRD = ROOT / "crds" / "brokergroup.io_brokergroups.yaml"
 EXAMPLES = ROOT / "examples"
 API_VERSION = f"{names.GROUP}/{names.VERSION}"
-
-Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture(scope="module")
 def installed_crd(control_plane: ControlPlane) -> str:
-    control_plane.kubectl("apply", "--server-side", "-f", str(CRD))
-    name = f"{names.PLURAL}.{names.GROUP}"
-    control_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{name}")
-    return name
+    """The BrokerGroup CRD's name: the `control_plane` fixture installs crds/ and waits until it is served."""
+    return f"{names.PLURAL}.{names.GROUP}"
 
 
 @pytest.fixture

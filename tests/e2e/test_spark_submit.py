@@ -22,7 +22,6 @@ import shlex
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ import kubernetes
 import pytest
 import yaml
 
-from tests.e2e.kubeenv import ControlPlane, eventually
+from tests.e2e.kubeenv import ControlPlane, Kubectl, eventually
 from tests.needs import missing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,8 +41,6 @@ SERVER_PLACEHOLDER = "https://<apiserver-host>:<port>"
 NAMESPACE_PLACEHOLDER = "<namespace>"
 EXECUTOR_TEMPLATE_IN_POD = "/opt/spark/pod-template/pod-spec-template.yml"
 SUBMIT_TIMEOUT = 180.0
-
-Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
 
 # ------------------------------------------------------------------------------------- the command

@@ -7,14 +7,13 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
-import kubernetes
 import pytest
 from kubernetes.dynamic import DynamicClient
 
 from tests.e2e import helmchart
 from tests.e2e.helmchart import CHART, InCluster
-from tests.e2e.kubeenv import ControlPlane, eventually
-from tests.e2e.operator.conftest import OperatorProcess
+from tests.e2e.kubeenv import ControlPlane, Kubectl, eventually
+from tests.e2e.operator.conftest import UNREACHABLE_CONTROLLER, OperatorProcess
 from tests.e2e.operator.helpers import apply, get, manifest, observed
 
 # Every kind the chart can create, namespaced or not, and what the cluster makes from them.
@@ -52,17 +51,14 @@ def release_objects(dyn: DynamicClient, namespace: str, release: str) -> list[tu
     return sorted(found)
 
 
-@pytest.fixture
-def dyn(kube_api: kubernetes.client.ApiClient) -> DynamicClient:
-    return DynamicClient(kube_api)
-
-
-def test_install_upgrade_uninstall(control_plane: ControlPlane, namespace: str, dyn: DynamicClient) -> None:
+def test_install_upgrade_uninstall(
+    control_plane: ControlPlane, helm: Kubectl, namespace: str, dyn: DynamicClient
+) -> None:
     release = f"r{secrets.token_hex(3)}"
     full = f"{release}-brokergroup"
     # Pod Security admission refuses any pod of this namespace that is not "restricted".
     control_plane.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
-    control_plane.helm(
+    helm(
         "install", release, str(CHART), "--namespace", namespace, "--wait=false",
         "--set", "audit.cronJob.enabled=true", "--set", "audit.cronJob.brokerGroup=demo",
     )  # fmt: skip
@@ -73,7 +69,7 @@ def test_install_upgrade_uninstall(control_plane: ControlPlane, namespace: str, 
         ("Service", f"{full}-metrics"),
         ("Deployment", full),
     }
-    status = control_plane.helm("status", release, "--namespace", namespace).stdout
+    status = helm("status", release, "--namespace", namespace).stdout
     assert "STATUS: deployed" in status and "kubectl apply -n <namespace>" in status  # NOTES.txt
     # kube-controller-manager makes the ReplicaSet and the Pod (Pending: no kubelet in this namespace).
     pod = eventually(
@@ -103,7 +99,7 @@ def test_install_upgrade_uninstall(control_plane: ControlPlane, namespace: str, 
     assert audit_pod.spec.automountServiceAccountToken is False
     control_plane.kubectl("delete", "job", "audit-now", "--namespace", namespace, "--cascade=foreground")
 
-    control_plane.helm(
+    helm(
         "upgrade", release, str(CHART), "--namespace", namespace, "--wait=false",
         "--set", "operator.resyncSeconds=30", "--set", "watch.scope=Namespaced",
     )  # fmt: skip
@@ -116,7 +112,7 @@ def test_install_upgrade_uninstall(control_plane: ControlPlane, namespace: str, 
     assert ("Role", full) in after and ("RoleBinding", full) in after
     assert ("ClusterRole", full) not in after and ("ClusterRoleBinding", full) not in after
 
-    control_plane.helm("uninstall", release, "--namespace", namespace, "--wait")
+    helm("uninstall", release, "--namespace", namespace, "--wait")
     eventually("nothing of the release is left", lambda: not release_objects(dyn, namespace, release), timeout=60)
     assert release_objects(dyn, namespace, release) == []
     # Kept, as docs/install.md says: the CRD (Helm never deletes crds/), so BrokerGroups and their data live on.
@@ -174,11 +170,7 @@ def test_granted_verbs_are_exactly_the_rules(
 
 
 def test_namespaced_scope_operator_runs_with_only_its_roles(
-    control_plane: ControlPlane,
-    namespace: str,
-    dyn: DynamicClient,
-    tmp_path: Path,
-    kube_api: kubernetes.client.ApiClient,
+    control_plane: ControlPlane, helm: Kubectl, namespace: str, dyn: DynamicClient, tmp_path: Path
 ) -> None:
     """A second release in Namespaced scope, watching the test namespace only: its operator (logged in as
     that release's ServiceAccount, in-cluster) reconciles a BrokerGroup there with no refusal, the pods of
@@ -188,7 +180,7 @@ def test_namespaced_scope_operator_runs_with_only_its_roles(
     release = "nsop"
     control_plane.kubectl("create", "namespace", home)
     try:
-        control_plane.helm(
+        helm(
             "install", release, str(CHART), "--namespace", home, "--wait=false",
             "--set", "watch.scope=Namespaced", "--set", f"watch.namespaces={{{namespace}}}",
         )  # fmt: skip
@@ -196,7 +188,7 @@ def test_namespaced_scope_operator_runs_with_only_its_roles(
         # Every pod the operator's StatefulSets make must pass the "restricted" Pod Security Standard.
         control_plane.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
         mark = control_plane.mark()
-        operator = OperatorProcess(login, namespace, tmp_path, "http://127.0.0.1:9")
+        operator = OperatorProcess(login, namespace, tmp_path, UNREACHABLE_CONTROLLER)
         operator.start()
         try:
             apply(control_plane, namespace, manifest("scoped", {"brokers": {"replicas": 1, "minInSyncReplicas": 1}}))
@@ -212,5 +204,5 @@ def test_namespaced_scope_operator_runs_with_only_its_roles(
             result = control_plane.kubectl(*argv, kubeconfig=kubeconfig, check=False)
             assert result.returncode != 0 and "forbidden" in result.stderr, (argv, result.stderr)
     finally:
-        control_plane.helm("uninstall", release, "--namespace", home, check=False)
+        helm("uninstall", release, "--namespace", home, check=False)
         control_plane.kubectl("delete", "namespace", home, "--wait=false", check=False)

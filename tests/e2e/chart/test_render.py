@@ -4,11 +4,14 @@ the chart's defaults equal to the operator's."""
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 
@@ -18,7 +21,7 @@ from brokergroup.operator.builders.pods import container_security_context, pod_s
 from brokergroup.operator.settings import OperatorSettings
 from tests.e2e import helmchart
 from tests.e2e.helmchart import CHART, kinds, pod_specs, render, values_args
-from tests.e2e.kubeenv import ControlPlane, KubectlError
+from tests.e2e.kubeenv import ControlPlane, Kubectl, KubectlError
 
 RELEASE, NAMESPACE = "bg", "ops"
 DIGEST = "sha256:" + "ab" * 32
@@ -133,13 +136,28 @@ def namespaces(control_plane: ControlPlane) -> Iterator[None]:
         control_plane.kubectl("delete", "namespace", ns, "--wait=false")
 
 
+Rendered = Callable[[str], list[dict[str, Any]]]
+
+
+@pytest.fixture(scope="module")
+def rendered(control_plane: ControlPlane, helm: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> Rendered:
+    """`rendered(combination)`: the objects `helm template` makes of COMBINATIONS[combination], rendered once
+    per module (each call gets its own copy)."""
+    work = tmp_path_factory.mktemp("values")
+
+    @functools.cache
+    def once(combination: str) -> list[dict[str, Any]]:
+        return render(control_plane, COMBINATIONS[combination], release=RELEASE, namespace=NAMESPACE, work=work)
+
+    return lambda combination: copy.deepcopy(once(combination))
+
+
 def env_of(container: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e.get("value", "") for e in container.get("env") or [] if "valueFrom" not in e}
 
 
 def operator_container(objects: list[dict[str, Any]]) -> dict[str, Any]:
-    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
-    container: dict[str, Any] = deployment["spec"]["template"]["spec"]["containers"][0]
+    container: dict[str, Any] = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
     return container
 
 
@@ -151,12 +169,12 @@ def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("combination", sorted(COMBINATIONS))
 def test_combination_lints_renders_and_passes_a_server_side_dry_run(
-    combination: str, control_plane: ControlPlane, namespaces: None, tmp_path: Path
+    combination: str, control_plane: ControlPlane, helm: Kubectl, rendered: Rendered, namespaces: None, tmp_path: Path
 ) -> None:
     values = COMBINATIONS[combination]
-    lint = control_plane.helm("lint", "--strict", str(CHART), "--namespace", NAMESPACE, *values_args(values, tmp_path))
+    lint = helm("lint", "--strict", str(CHART), "--namespace", NAMESPACE, *values_args(values, tmp_path))
     assert "0 chart(s) failed" in lint.stdout
-    objects = render(control_plane, values, release=RELEASE, namespace=NAMESPACE, work=tmp_path)
+    objects = rendered(combination)
     if combination in EXPECTED_KINDS:
         assert kinds(objects) == EXPECTED_KINDS[combination]
     for o in objects:
@@ -169,8 +187,8 @@ def test_combination_lints_renders_and_passes_a_server_side_dry_run(
 
 
 @pytest.mark.parametrize("combination", sorted(COMBINATIONS))
-def test_every_pod_runs_restricted(combination: str, control_plane: ControlPlane, tmp_path: Path) -> None:
-    objects = render(control_plane, COMBINATIONS[combination], work=tmp_path)
+def test_every_pod_runs_restricted(combination: str, rendered: Rendered) -> None:
+    objects = rendered(combination)
     specs = pod_specs(objects)
     assert specs, kinds(objects)
     for where, spec in specs:
@@ -186,10 +204,8 @@ def test_every_pod_runs_restricted(combination: str, control_plane: ControlPlane
             assert sc["seccompProfile"] == {"type": "RuntimeDefault"}, (where, c["name"])
 
 
-def test_the_chart_pods_use_the_same_security_as_the_operators_pods(
-    control_plane: ControlPlane, tmp_path: Path
-) -> None:
-    objects = render(control_plane, COMBINATIONS["audit-cronjob"], work=tmp_path)
+def test_the_chart_pods_use_the_same_security_as_the_operators_pods(rendered: Rendered) -> None:
+    objects = rendered("audit-cronjob")
     ours = {k: v for k, v in pod_security_context().items() if k != "fsGroupChangePolicy"}
     for where, spec in pod_specs(objects):
         assert spec["securityContext"] == ours, where
@@ -204,8 +220,8 @@ CHART_ONLY = {"namespaces", "kubeconfig", "metrics_host", "instance"}
 """Operator settings the chart leaves at the operator's default or fills per pod (instance: the pod name)."""
 
 
-def test_the_charts_defaults_are_the_operators_defaults(control_plane: ControlPlane, tmp_path: Path) -> None:
-    objects = render(control_plane, work=tmp_path)
+def test_the_charts_defaults_are_the_operators_defaults(rendered: Rendered) -> None:
+    objects = rendered("defaults")
     container = operator_container(objects)
     env = env_of(container)
     defaults = OperatorSettings()
@@ -231,8 +247,8 @@ def test_the_charts_defaults_are_the_operators_defaults(control_plane: ControlPl
     assert service["spec"]["ports"][0]["port"] == defaults.metrics_port
 
 
-def test_the_audit_image_is_the_spark_image(control_plane: ControlPlane, tmp_path: Path) -> None:
-    cron = one(render(control_plane, COMBINATIONS["audit-cronjob"], work=tmp_path), "CronJob")
+def test_the_audit_image_is_the_spark_image(rendered: Rendered) -> None:
+    cron = one(rendered("audit-cronjob"), "CronJob")
     spec = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     assert {c["image"] for c in [*spec["initContainers"], *spec["containers"]]} == {images.spark_image()}
 
@@ -240,23 +256,21 @@ def test_the_audit_image_is_the_spark_image(control_plane: ControlPlane, tmp_pat
 # ---------------------------------------------------------------------------------- what each combination does
 
 
-def test_namespaced_scope_grants_a_role_per_namespace_and_watches_only_those(
-    control_plane: ControlPlane, tmp_path: Path
-) -> None:
-    objects = render(control_plane, COMBINATIONS["namespaced"], work=tmp_path)
+def test_namespaced_scope_grants_a_role_per_namespace_and_watches_only_those(rendered: Rendered) -> None:
+    objects = rendered("namespaced")
     assert sorted(o["metadata"]["namespace"] for o in objects if o["kind"] == "Role") == ["team-a", "team-b"]
     for binding in (o for o in objects if o["kind"] == "RoleBinding"):
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULL, "namespace": NAMESPACE}]
     assert env_of(operator_container(objects))["BG_OPERATOR_NAMESPACES"] == "team-a,team-b"
-    objects = render(control_plane, COMBINATIONS["namespaced-release-namespace"], work=tmp_path)
+    objects = rendered("namespaced-release-namespace")
     assert [o["metadata"]["namespace"] for o in objects if o["kind"] == "Role"] == [NAMESPACE]
     assert env_of(operator_container(objects))["BG_OPERATOR_NAMESPACES"] == NAMESPACE
     # Cluster scope watches everything: no namespaces setting at all.
-    assert "BG_OPERATOR_NAMESPACES" not in env_of(operator_container(render(control_plane, work=tmp_path)))
+    assert "BG_OPERATOR_NAMESPACES" not in env_of(operator_container(rendered("defaults")))
 
 
-def test_the_cluster_role_grants_exactly_the_documented_rules(control_plane: ControlPlane, tmp_path: Path) -> None:
-    role = one(render(control_plane, work=tmp_path), "ClusterRole")
+def test_the_cluster_role_grants_exactly_the_documented_rules(rendered: Rendered) -> None:
+    role = one(rendered("defaults"), "ClusterRole")
     granted = {
         (g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
     }
@@ -272,8 +286,8 @@ def test_the_cluster_role_grants_exactly_the_documented_rules(control_plane: Con
     assert {v for g, r, v in granted if r == "brokergroups"} == {"get", "list", "watch", "patch"}
 
 
-def test_service_monitor_selects_the_metrics_service(control_plane: ControlPlane, tmp_path: Path) -> None:
-    objects = render(control_plane, COMBINATIONS["service-monitor"], work=tmp_path)
+def test_service_monitor_selects_the_metrics_service(rendered: Rendered) -> None:
+    objects = rendered("service-monitor")
     monitor, service = one(objects, "ServiceMonitor"), one(objects, "Service")
     assert monitor["metadata"]["labels"]["release"] == "prom"
     selector = monitor["spec"]["selector"]["matchLabels"]
@@ -281,20 +295,20 @@ def test_service_monitor_selects_the_metrics_service(control_plane: ControlPlane
     assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"] == "metrics"
 
 
-def test_existing_service_account_and_no_rbac(control_plane: ControlPlane, tmp_path: Path) -> None:
-    objects = render(control_plane, COMBINATIONS["existing-service-account"], work=tmp_path)
+def test_existing_service_account_and_no_rbac(rendered: Rendered) -> None:
+    objects = rendered("existing-service-account")
     assert one(objects, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "ops-operator"
 
 
-def test_pinned_images_and_the_groups_image(control_plane: ControlPlane, tmp_path: Path) -> None:
-    container = operator_container(render(control_plane, COMBINATIONS["pinned-images"], work=tmp_path))
+def test_pinned_images_and_the_groups_image(rendered: Rendered) -> None:
+    container = operator_container(rendered("pinned-images"))
     assert container["image"] == f"{images.RUNTIME_REPOSITORY}@{DIGEST}"
     assert env_of(container)["BG_OPERATOR_IMAGE"] == "registry.example/brokergroup:1.2.3"
 
 
-def test_placement_values_reach_the_pod(control_plane: ControlPlane, tmp_path: Path) -> None:
+def test_placement_values_reach_the_pod(rendered: Rendered) -> None:
     values = COMBINATIONS["placement"]
-    deployment = one(render(control_plane, values, work=tmp_path), "Deployment")
+    deployment = one(rendered("placement"), "Deployment")
     pod = deployment["spec"]["template"]
     for key in ("priorityClassName", "nodeSelector", "tolerations", "affinity", "imagePullSecrets"):
         assert pod["spec"][key] == values[key], key
@@ -303,8 +317,8 @@ def test_placement_values_reach_the_pod(control_plane: ControlPlane, tmp_path: P
     assert pod["metadata"]["labels"]["team"] == "ops"
 
 
-def test_operator_settings_reach_the_environment(control_plane: ControlPlane, tmp_path: Path) -> None:
-    container = operator_container(render(control_plane, COMBINATIONS["operator-settings"], work=tmp_path))
+def test_operator_settings_reach_the_environment(rendered: Rendered) -> None:
+    container = operator_container(rendered("operator-settings"))
     env = env_of(container)
     settings = OperatorSettings.model_validate(
         {k.removeprefix("BG_OPERATOR_").lower(): v for k, v in env.items() if k.startswith("BG_OPERATOR_")}
@@ -316,8 +330,8 @@ def test_operator_settings_reach_the_environment(control_plane: ControlPlane, tm
     assert env["PYTHONFAULTHANDLER"] == "1"
 
 
-def test_audit_cronjob_fetches_every_controller_then_audits(control_plane: ControlPlane, tmp_path: Path) -> None:
-    cron = one(render(control_plane, COMBINATIONS["audit-cronjob"], work=tmp_path), "CronJob")
+def test_audit_cronjob_fetches_every_controller_then_audits(rendered: Rendered) -> None:
+    cron = one(rendered("audit-cronjob"), "CronJob")
     assert cron["spec"]["concurrencyPolicy"] == "Forbid"
     pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     fetch, audit = pod["initContainers"][0], pod["containers"][0]
@@ -329,7 +343,7 @@ def test_audit_cronjob_fetches_every_controller_then_audits(control_plane: Contr
     assert pod["automountServiceAccountToken"] is False
     assert not [v for v in pod["volumes"] if "persistentVolumeClaim" in v]
 
-    cron = one(render(control_plane, COMBINATIONS["audit-cronjob-reports"], work=tmp_path), "CronJob")
+    cron = one(rendered("audit-cronjob-reports"), "CronJob")
     pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     fetch, audit = pod["initContainers"][0], pod["containers"][0]
     assert fetch["args"].count("--controller") == 5
@@ -341,14 +355,11 @@ def test_audit_cronjob_fetches_every_controller_then_audits(control_plane: Contr
     assert cron["spec"]["timeZone"] == "Etc/UTC"
 
 
-def test_the_network_policy_admits_metrics_and_lets_the_operator_reach_only_what_it_uses(
-    control_plane: ControlPlane, tmp_path: Path
-) -> None:
-    assert "NetworkPolicy" not in kinds(render(control_plane, work=tmp_path)), "off by default"
-    objects = render(control_plane, COMBINATIONS["network-policy"], work=tmp_path)
+def test_the_network_policy_admits_metrics_and_lets_the_operator_reach_only_what_it_uses(rendered: Rendered) -> None:
+    assert "NetworkPolicy" not in {kind for kind, _ in kinds(rendered("defaults"))}, "off by default"
+    objects = rendered("network-policy")
     policy = one(objects, "NetworkPolicy")["spec"]
-    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
-    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    pod_labels = one(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
     assert policy["podSelector"]["matchLabels"].items() <= pod_labels.items(), "selects the operator pod"
     assert policy["policyTypes"] == ["Ingress", "Egress"]
     (ingress,) = policy["ingress"]
@@ -369,7 +380,7 @@ def test_the_network_policy_admits_metrics_and_lets_the_operator_reach_only_what
     assert controllers["ports"] == [{"protocol": "TCP", "port": names.CONTROLLER_API_PORT}]
     assert extra == COMBINATIONS["network-policy"]["networkPolicy"]["extraEgress"][0]
 
-    objects = render(control_plane, COMBINATIONS["network-policy-namespaced"], work=tmp_path)
+    objects = rendered("network-policy-namespaced")
     _, api, controllers = one(objects, "NetworkPolicy")["spec"]["egress"]
     assert [p["port"] for p in api["ports"]] == [6443]
     assert controllers["to"][0]["namespaceSelector"] == {
@@ -403,6 +414,7 @@ BAD_VALUES = [
 ]
 
 
+@pytest.mark.usefixtures("helm")
 @pytest.mark.parametrize(("values", "message"), BAD_VALUES, ids=[m for _, m in BAD_VALUES])
 def test_bad_values_are_refused_naming_the_value(
     values: dict[str, Any], message: str, control_plane: ControlPlane, tmp_path: Path
@@ -413,8 +425,6 @@ def test_bad_values_are_refused_naming_the_value(
 
 
 def test_values_file_is_valid_and_fully_described_by_the_schema() -> None:
-    import jsonschema
-
     schema = json.loads((CHART / "values.schema.json").read_text())
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     jsonschema.validate(values, schema)

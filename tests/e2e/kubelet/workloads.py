@@ -4,19 +4,16 @@ web servers, a StatefulSet that records its env and volumes into its PVC, and wa
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import kubernetes
 
-from tests.e2e.kubeenv import eventually
+from tests.e2e.kubeenv import Kubectl, eventually
 from tests.e2e.kubelet.kubelet import Kubelet
 
-Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 PORT = 8080
 # The pod writes its name into its emptyDir /tmp and serves that folder: GET /name says which pod answered.
 WEB_COMMAND = [

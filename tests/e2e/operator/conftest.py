@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import kubernetes
 import pytest
 from kubernetes.dynamic import DynamicClient
 
@@ -33,26 +32,22 @@ UNREACHABLE_CONTROLLER = "http://127.0.0.1:9"
 
 
 class OperatorProcess:
-    """`brokergroup operator` for one namespace, restartable; logged in from a kubeconfig, or in-cluster as
-    a ServiceAccount (`InCluster`: no kubeconfig, KUBERNETES_SERVICE_HOST and the mounted token)."""
+    """`brokergroup operator` for one namespace, restartable, logged in in-cluster as a ServiceAccount
+    (`InCluster`: no kubeconfig, KUBERNETES_SERVICE_HOST and the mounted token)."""
 
-    def __init__(self, login: Path | InCluster, namespace: str, work: Path, controller_url: str) -> None:
+    def __init__(self, login: InCluster, namespace: str, work: Path, controller_url: str) -> None:
         self.login = login
         self.namespace = namespace
         self.controller_url = controller_url
         self.metrics_port, self.liveness_port = free_ports(2)
         self.process = LocalProcess(name="operator", data_dir=work / "operator", log_path=work / "operator.log")
-        self.starts = 0
 
     def start(self) -> None:
-        self.starts += 1
-        login = ["--kubeconfig", str(self.login)] if isinstance(self.login, Path) else []
         argv = [
             sys.executable,
             "-m",
             "brokergroup.cli",
             "operator",
-            *login,
             "--namespace",
             self.namespace,
             "--metrics-host",
@@ -70,10 +65,7 @@ class OperatorProcess:
             "--log-level",
             "INFO",
         ]
-        if isinstance(self.login, InCluster):
-            self.process.spawn(self.login.command(argv), self.login.env())
-        else:
-            self.process.spawn(argv, {"KUBERNETES_SERVICE_HOST": ""})
+        self.process.spawn(self.login.command(argv), self.login.env())
         eventually("operator serves /metrics", self._metrics_up, timeout=30)
 
     def _metrics_up(self) -> bool:
@@ -134,11 +126,6 @@ def start_operator(
 def operator(start_operator: StartOperator) -> OperatorProcess:
     op: OperatorProcess = start_operator()
     return op
-
-
-@pytest.fixture
-def dyn(kube_api: kubernetes.client.ApiClient) -> DynamicClient:
-    return DynamicClient(kube_api)
 
 
 ADMIN_TOKEN = "e2e-admin-token"

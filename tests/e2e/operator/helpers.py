@@ -15,6 +15,8 @@ from brokergroup.local.controllers import ControllerGroup
 from tests.e2e.kubeenv import ControlPlane
 
 API_VERSION = "brokergroup.io/v1alpha1"
+ROLE = "brokergroup.io/role"
+SET = "brokergroup.io/broker-set"
 
 
 def get(dyn: DynamicClient, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
@@ -63,6 +65,13 @@ def event_reasons(dyn: DynamicClient, namespace: str, name: str) -> list[str]:
     found = dyn.resources.get(api_version="events.k8s.io/v1", kind="Event").get(namespace=namespace).to_dict()
     mine = [e for e in found["items"] if (e.get("regarding") or {}).get("name") == name]
     return [e["reason"] for e in sorted(mine, key=lambda e: e.get("eventTime") or "")]
+
+
+def roles(dyn: DynamicClient, namespace: str, broker_set: str) -> dict[str, str | None]:
+    """Pod name -> its role label (None without one), for every pod of `broker_set`."""
+    pods = dyn.resources.get(api_version="v1", kind="Pod")
+    found = pods.get(namespace=namespace, label_selector=f"{SET}={broker_set}")
+    return {p.metadata.name: (p.metadata.labels or {}).get(ROLE) for p in found.items}
 
 
 def manifest(name: str, spec: dict[str, Any]) -> str:

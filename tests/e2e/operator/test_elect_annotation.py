@@ -16,7 +16,7 @@ from brokergroup.controller.client import ControllerClient
 from brokergroup.local.controllers import ControllerGroup
 from tests.e2e.kubeenv import ControlPlane, eventually
 from tests.e2e.operator.conftest import ControlledGroup
-from tests.e2e.operator.helpers import brokergroup, condition, event_reasons, master_id, set_status
+from tests.e2e.operator.helpers import brokergroup, condition, event_reasons, master_id, roles, set_status
 
 ANNOTATION = "brokergroup.io/elect-master"
 
@@ -27,13 +27,6 @@ def last_election(dyn: DynamicClient, namespace: str, bg: str, sts: str) -> dict
 
 def answered(dyn: DynamicClient, namespace: str, bg: str) -> bool:
     return ANNOTATION not in (brokergroup(dyn, namespace, bg)["metadata"].get("annotations") or {})
-
-
-def labels_of(dyn: DynamicClient, namespace: str, sts: str) -> dict[str, str | None]:
-    pods = dyn.resources.get(api_version="v1", kind="Pod").get(
-        namespace=namespace, label_selector=f"brokergroup.io/broker-set={sts}"
-    )
-    return {p.metadata.name: (p.metadata.labels or {}).get("brokergroup.io/role") for p in pods.items}
 
 
 async def shrink_sync_state_set(group: ControllerGroup, sts: str, master: int, members: list[int]) -> None:
@@ -112,7 +105,7 @@ def test_without_a_controller_quorum_labels_stay_and_forced_elections_are_refuse
     bg = controlled_group("dark", master_ordinal=1).name
     sts = f"{bg}-broker-0"
     want = {f"{sts}-0": "slave", f"{sts}-1": "master", f"{sts}-2": "slave"}
-    eventually("labels follow the controller", lambda: labels_of(dyn, namespace, sts) == want, timeout=30)
+    eventually("labels follow the controller", lambda: roles(dyn, namespace, sts) == want, timeout=30)
 
     controllers.stop_all()
 
@@ -121,7 +114,7 @@ def test_without_a_controller_quorum_labels_stay_and_forced_elections_are_refuse
         lambda: condition(dyn, namespace, bg, "ControllerQuorumAvailable").get("status") == "False",
         timeout=30,
     )
-    assert labels_of(dyn, namespace, sts) == want, "labels changed without the controller"
+    assert roles(dyn, namespace, sts) == want, "labels changed without the controller"
     control_plane.kubectl("annotate", "-n", namespace, "bg", bg, f"{ANNOTATION}={sts}-0")
     record = eventually(
         "the request answered", lambda: (r := last_election(dyn, namespace, bg, sts)).get("result") and r, timeout=30
@@ -130,4 +123,4 @@ def test_without_a_controller_quorum_labels_stay_and_forced_elections_are_refuse
     assert answered(dyn, namespace, bg)
     # The operator posts its Events after it writes the condition waited on above.
     eventually("a ControllerUnreachable Event", lambda: "ControllerUnreachable" in event_reasons(dyn, namespace, bg))
-    assert labels_of(dyn, namespace, sts) == want
+    assert roles(dyn, namespace, sts) == want

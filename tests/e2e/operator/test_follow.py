@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import aiohttp
 import kubernetes
@@ -25,11 +24,21 @@ from kubernetes.dynamic import DynamicClient
 
 from brokergroup.broker.client import Consumer, MasterFinder, Producer
 from tests.e2e.kubeenv import ControlPlane, eventually
-from tests.e2e.operator.conftest import OperatorProcess
-from tests.e2e.operator.helpers import apply, brokergroup, condition, event_reasons, get, manifest, set_status
+from tests.e2e.kubelet import Kubelet
+from tests.e2e.operator.conftest import StartOperator
+from tests.e2e.operator.helpers import (
+    ROLE,
+    SET,
+    apply,
+    brokergroup,
+    condition,
+    event_reasons,
+    get,
+    manifest,
+    roles,
+    set_status,
+)
 
-ROLE = "brokergroup.io/role"
-SET = "brokergroup.io/broker-set"
 BG = "follow"
 SETS = (f"{BG}-broker-0", f"{BG}-broker-1")
 
@@ -105,8 +114,7 @@ def label_log(kube_api: kubernetes.client.ApiClient, namespace: str) -> Iterator
 
 
 def labelled_masters(dyn: DynamicClient, namespace: str, sts: str) -> list[str]:
-    pods = dyn.resources.get(api_version="v1", kind="Pod").get(namespace=namespace, label_selector=f"{SET}={sts}")
-    return sorted(p.metadata.name for p in pods.items if (p.metadata.labels or {}).get(ROLE) == "master")
+    return sorted(pod for pod, role in roles(dyn, namespace, sts).items() if role == "master")
 
 
 def master_service_ip(dyn: DynamicClient, namespace: str, sts: str) -> str:
@@ -168,12 +176,12 @@ def converged(dyn: DynamicClient, namespace: str, sts: str) -> str | None:
 def test_labels_and_master_services_follow_elections_failover_and_a_master_last_roll(
     control_plane: ControlPlane,
     namespace: str,
-    kubelet: Any,
-    start_operator: Any,
+    kubelet: Kubelet,
+    start_operator: StartOperator,
     dyn: DynamicClient,
     label_log: LabelLog,
 ) -> None:
-    operator: OperatorProcess = start_operator("http://{cluster_ip}:9878")
+    operator = start_operator("http://{cluster_ip}:9878")
     apply(
         control_plane,
         namespace,
