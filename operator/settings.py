@@ -97,7 +97,12 @@ def configure_kopf(kopf_settings: kopf.OperatorSettings, ours: OperatorSettings)
       resume); the operator posts its own Events when it acts.
     - Progress and the last-handled spec live in annotations under `operator.brokergroup.io`, not
       in `status.kopf` (the CRD's status schema has no such field).
-    - No finalizer: every child has an ownerReference, so the garbage collector deletes them.
+    - Children need no finalizer: every child has an ownerReference, so the garbage collector
+      deletes them. kopf still puts its finalizer on a BrokerGroup while the follower daemon and
+      the resync timer run, and removes it once both have stopped.
+    - Deleting a BrokerGroup while its resync timer is mid-reconcile: kopf cannot cancel a timer,
+      so it re-checks whether the timer has stopped every `cancellation_polling` seconds (kopf's
+      default 60, which held the deletion for a minute); here 1 second.
     - No scanning: kopf would otherwise list and watch every CRD and Namespace in the cluster to
       notice resources appearing at runtime, which needs a cluster-wide grant the chart does not
       give. The BrokerGroup CRD is resolved once at startup (the chart installs it first).
@@ -110,6 +115,7 @@ def configure_kopf(kopf_settings: kopf.OperatorSettings, ours: OperatorSettings)
     kopf_settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=f"operator.{names.GROUP}", key="last-handled-configuration"
     )
+    kopf_settings.background.cancellation_polling = 1.0
     kopf_settings.execution.max_workers = 8
     kopf_settings.watching.server_timeout = 300
     kopf_settings.watching.client_timeout = 330

@@ -4,16 +4,29 @@ deletes cascade, and a restart with nothing changed writes nothing."""
 from __future__ import annotations
 
 import base64
+import socket
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from kubernetes.dynamic import DynamicClient
 
 from tests.e2e.helmchart import InCluster
 from tests.e2e.kubeenv import ControlPlane, eventually
-from tests.e2e.operator.conftest import ROOT, OperatorProcess
-from tests.e2e.operator.helpers import apply, brokergroup, event_reasons, get, manifest, observed, patch_spec
+from tests.e2e.operator.conftest import ROOT, OperatorProcess, StartOperator
+from tests.e2e.operator.helpers import (
+    apply,
+    brokergroup,
+    condition,
+    event_reasons,
+    get,
+    manifest,
+    observed,
+    patch_spec,
+)
 
 EXAMPLES = ROOT / "examples"
 LAST_HANDLED = "operator.brokergroup.io/last-handled-configuration"
@@ -184,7 +197,9 @@ def test_spec_changes_reach_the_children_and_delete_cleans_up(
         timeout=30,
     )
 
-    control_plane.kubectl("delete", "-n", namespace, "brokergroup", name, "--wait=true", "--timeout=60s")
+    control_plane.kubectl(
+        "delete", "-n", namespace, "brokergroup", name, "--wait=true", "--timeout=60s", timeout=90
+    )  # kubectl times out first, and says so
     eventually(
         "children garbage-collected",
         lambda: all(get(dyn, v, k, namespace, c) is None for v, k, c in children(name)),
@@ -279,3 +294,37 @@ def test_pause_annotation_stops_reconciliation_and_shows_a_condition(
     condition = eventually("ReconciliationPaused=False", resumed, timeout=30)
     assert condition["reason"] == "Resumed"
     assert "Paused" not in brokergroup(dyn, namespace, name)["status"]["phase"]
+
+
+@pytest.fixture
+def silent_controller() -> Iterator[str]:
+    """A controller URL that takes connections and never answers: every call the operator makes to it
+    lasts the operator's whole controller timeout (5 s)."""
+    with socket.create_server(("127.0.0.1", 0), backlog=64) as server:
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+
+
+def test_delete_is_prompt_while_the_resync_timer_waits_behind_a_slow_controller(
+    control_plane: ControlPlane,
+    namespace: str,
+    start_operator: StartOperator,
+    silent_controller: str,
+    dyn: DynamicClient,
+) -> None:
+    """The follower holds the group's lock through each 5 s controller call, so the 2 s resync timer is
+    nearly always waiting for it. kopf cannot cancel a timer and re-checks a stopping one every
+    `cancellation_polling` seconds: at kopf's default (60) the deletion waited a minute."""
+    start_operator(silent_controller)
+    name = "slow"
+    apply(control_plane, namespace, manifest(name, {"brokers": {"replicas": 1, "minInSyncReplicas": 1}}))
+    eventually("first reconcile", lambda: observed(dyn, namespace, name), timeout=60)
+    eventually(
+        "the follower timed out on the controller",
+        lambda: condition(dyn, namespace, name, "ControllerQuorumAvailable").get("reason") == "ControllerUnreachable",
+        timeout=30,
+    )
+    started = time.monotonic()
+    control_plane.kubectl("delete", "-n", namespace, "brokergroup", name, "--wait=true", "--timeout=90s", timeout=120)
+    took = time.monotonic() - started
+    print(f"\ndeleted in {took:.1f} s")
+    assert took < 20, f"the deletion took {took:.1f} s: kopf waited for a stopping timer"

@@ -167,6 +167,7 @@ def test_configure_kopf() -> None:
     assert isinstance(diffbase, kopf.AnnotationsDiffBaseStorage)
     assert diffbase.prefix == "operator.brokergroup.io"
     assert diffbase.key == "last-handled-configuration"
+    assert k.background.cancellation_polling == 1.0
     assert k.execution.max_workers == 8
     assert k.watching.server_timeout == 300
     assert k.watching.client_timeout == 330
