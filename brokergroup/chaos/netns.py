@@ -61,8 +61,8 @@ def missing_capabilities() -> list[str]:
     if not missing:
         probe = f"{NAME_PREFIX}{os.getpid()}-probe"
         try:
-            _run(["ip", "netns", "add", probe])
-            _run(["ip", "netns", "exec", probe, "nft", "-f", "-"], stdin=NFT_TABLE)
+            run(["ip", "netns", "add", probe])
+            run(["ip", "netns", "exec", probe, "nft", "-f", "-"], stdin=NFT_TABLE)
         except NetnsError as exc:
             missing.append(f"cannot create a namespace with an nftables table: {exc}")
         finally:
@@ -70,7 +70,8 @@ def missing_capabilities() -> list[str]:
     return missing
 
 
-def _run(argv: list[str], *, stdin: str | None = None) -> str:
+def run(argv: list[str], *, stdin: str | None = None) -> str:
+    """Run one `ip` or `nft` command; its stdout, or NetnsError naming the command and why it failed."""
     try:
         done = subprocess.run(argv, input=stdin, capture_output=True, text=True, check=False, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -81,10 +82,10 @@ def _run(argv: list[str], *, stdin: str | None = None) -> str:
 
 
 def namespaces() -> list[str]:
-    return [line.split()[0] for line in _run(["ip", "netns", "list"]).splitlines() if line.strip()]
+    return [line.split()[0] for line in run(["ip", "netns", "list"]).splitlines() if line.strip()]
 
 
-def _kill_namespace(name: str) -> None:
+def kill_namespace(name: str) -> None:
     """SIGKILL whatever still runs in one of our namespaces, then delete it."""
     pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True, check=False).stdout
     for pid in (int(p) for p in pids.split()):
@@ -101,7 +102,7 @@ def sweep_stale() -> list[str]:
             continue
         pid = name[len(NAME_PREFIX) :].split("-", 1)[0]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            _kill_namespace(name)
+            kill_namespace(name)
             removed.append(name)
     return removed
 
@@ -137,31 +138,31 @@ class Network:
         sweep_stale()
         try:
             self._add_namespace(self.hub)
-            _run(["ip", "-n", self.hub, "link", "add", "bgbr0", "type", "bridge"])
-            _run(["ip", "-n", self.hub, "addr", "add", f"{HUB_ADDRESS}/24", "dev", "bgbr0"])
-            _run(["ip", "-n", self.hub, "link", "set", "bgbr0", "up"])
+            run(["ip", "-n", self.hub, "link", "add", "bgbr0", "type", "bridge"])
+            run(["ip", "-n", self.hub, "addr", "add", f"{HUB_ADDRESS}/24", "dev", "bgbr0"])
+            run(["ip", "-n", self.hub, "link", "set", "bgbr0", "up"])
             for i, name in enumerate(self.names):
                 ns = self.namespace(name)
                 self._add_namespace(ns)
                 veth = f"v{i}"
-                _run(["ip", "-n", self.hub, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns])
-                _run(["ip", "-n", self.hub, "link", "set", veth, "master", "bgbr0", "up"])
-                _run(["ip", "-n", ns, "addr", "add", f"{self.addresses[name]}/24", "dev", "eth0"])
-                _run(["ip", "-n", ns, "link", "set", "eth0", "up"])
-                _run(["ip", "netns", "exec", ns, "nft", "-f", "-"], stdin=NFT_TABLE)
+                run(["ip", "-n", self.hub, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns])
+                run(["ip", "-n", self.hub, "link", "set", veth, "master", "bgbr0", "up"])
+                run(["ip", "-n", ns, "addr", "add", f"{self.addresses[name]}/24", "dev", "eth0"])
+                run(["ip", "-n", ns, "link", "set", "eth0", "up"])
+                run(["ip", "netns", "exec", ns, "nft", "-f", "-"], stdin=NFT_TABLE)
         except BaseException:
             self.destroy()
             raise
 
     def _add_namespace(self, ns: str) -> None:
-        _run(["ip", "netns", "add", ns])
+        run(["ip", "netns", "add", ns])
         self._created.append(ns)
-        _run(["ip", "-n", ns, "link", "set", "lo", "up"])
+        run(["ip", "-n", ns, "link", "set", "lo", "up"])
 
     def destroy(self) -> None:
         """Kill anything left inside and delete every namespace (veths and the bridge go with them)."""
         for ns in reversed(self._created):
-            _kill_namespace(ns)
+            kill_namespace(ns)
         self._created.clear()
 
     # ---- partitions ---------------------------------------------------------------------------
@@ -194,7 +195,7 @@ class Network:
             script = "flush set inet bgchaos cut\n" + (
                 f"add element inet bgchaos cut {{ {elements} }}\n" if elements else ""
             )
-            _run(["ip", "netns", "exec", ns, "nft", "-f", "-"], stdin=script)
+            run(["ip", "netns", "exec", ns, "nft", "-f", "-"], stdin=script)
 
     def describe_cuts(self) -> dict[str, list[str]]:
         return {

@@ -29,9 +29,7 @@ from pathlib import Path
 from typing import Any
 
 # The chaos harness's namespace tools: `run` raises NetnsError with the tool's stderr.
-from brokergroup.chaos.netns import NetnsError, namespaces
-from brokergroup.chaos.netns import _kill_namespace as kill_namespace
-from brokergroup.chaos.netns import _run as run
+from brokergroup.chaos.netns import NetnsError, kill_namespace, namespaces, run
 
 logger = logging.getLogger(__name__)
 

@@ -23,8 +23,7 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from brokergroup.chaos.netns import NetnsError
-from brokergroup.chaos.netns import _run as run
+from brokergroup.chaos.netns import NetnsError, run
 from tests.e2e.kubelet.network import BRIDGE, POD_CIDR
 
 TABLE = "bgk8sproxy"
