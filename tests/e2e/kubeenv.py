@@ -42,7 +42,8 @@ from tests.e2e.kubepki import KeyPair, Pki, kubeconfig, service_account_keys, wr
 
 KUBERNETES_VERSION = "v1.33.13"
 HELM_VERSION = "v3.21.4"
-CACHE = Path.home() / ".cache" / "brokergroup" / "k8s"
+CACHE = Path(os.environ.get("BROKERGROUP_K8S_CACHE") or Path.home() / ".cache" / "brokergroup" / "k8s")
+"""Where scripts/k8s-bins builds the binaries and copies the CRDs (the same variable and default)."""
 PROJECT_CRDS = sorted((Path(__file__).resolve().parents[2] / "crds").glob("*.yaml"))
 """The project's CRDs (crds/*.yaml), which the e2e fixture installs before kube-controller-manager starts."""
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
