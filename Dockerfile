@@ -32,6 +32,10 @@ ENV SRC=/src \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore
 WORKDIR ${SRC}
+# `python3 -m` puts the working folder first on sys.path, and ${SRC} holds our `operator/` package:
+# without this the standard library's `operator` resolves to ours and `-m venv` fails
+# (ImportError: cannot import name 'eq' from 'operator'). Python >= 3.11 leaves the folder out.
+ENV PYTHONSAFEPATH=1
 COPY pyproject.toml README.md ${SRC}/
 # brokergroup/{controller,broker,operator,spark} are symlinks to the folders beside it (pyproject.toml).
 COPY brokergroup/ ${SRC}/brokergroup/

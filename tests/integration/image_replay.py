@@ -171,6 +171,20 @@ def steps(command: str) -> list[list[str]]:
     return out
 
 
+def base_python(root: Path) -> Path:
+    """The bin folder of a bare venv under `root` (pip only): what the base image's python3 is."""
+    base = root / "base-python"
+    if not (base / "bin" / "python3").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(base)], cwd="/", check=True, capture_output=True)
+    # What hid the bug: `operator` already imported when sys.path[0] starts to matter.
+    early = subprocess.run(
+        [str(base / "bin" / "python3"), "-c", "import sys; print(sorted({'operator', 'collections'} & set(sys.modules)))"],
+        capture_output=True, text=True, check=True,
+    )
+    assert early.stdout.strip() == "[]", f"the bare interpreter imports at startup: {early.stdout}"
+    return base / "bin"
+
+
 @dataclasses.dataclass
 class Replay:
     """Replays stages of the Dockerfile under `root`; each stage once (COPY --from reuses it)."""
@@ -185,9 +199,15 @@ class Replay:
     """.dockerignore, read once for every COPY."""
 
     def host_env(self) -> dict[str, str]:
-        """What a build on this host starts from: this interpreter first on PATH, no venv leaking in."""
+        """What a build on this host starts from: a bare interpreter first on PATH, no venv leaking in.
+
+        The base image's python3 has pip and nothing else. This interpreter has the test
+        dependencies, whose `.pth` files import modules (`operator` among them) before the working
+        folder joins sys.path, which hid a build failure (`python3 -m venv` in WORKDIR /src imported
+        our `operator/`). So RUN steps get a fresh venv of this interpreter, with pip and no `.pth`.
+        """
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        env["PATH"] = f"{base_python(self.root)}{os.pathsep}{env.get('PATH', '')}"
         return env
 
     def inside(self, path: str, where: Instruction) -> Path:
