@@ -404,6 +404,13 @@ async def state(request: web.Request) -> web.Response:
     return web.json_response({**body, "lastApplied": service.node.last_applied()})
 
 
+async def state_digest(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    last_applied, digest = service.node.state_digest()
+    body = {"node_id": service.settings.node_id, "term": service.node.term(), "last_applied": last_applied}
+    return web.json_response({**body, "digest": digest})
+
+
 async def openapi(_request: web.Request) -> web.Response:
     return web.Response(body=OPENAPI_PATH.read_bytes(), content_type="application/json")
 
@@ -442,6 +449,7 @@ ROUTES: list[tuple[str, str, Handler, str]] = [
     ("GET", "/v1/eventlog/{name}", eventlog_file, "eventlog-file"),
     ("GET", "/v1/status", status, "status"),
     ("GET", "/v1/state", state, "state"),
+    ("GET", "/v1/raft/state-digest", state_digest, "raft-state-digest"),
     ("GET", "/v1/openapi.json", openapi, "openapi"),
     ("GET", "/healthz", healthz, "healthz"),
     ("GET", "/readyz", readyz, "readyz"),

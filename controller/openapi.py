@@ -166,6 +166,22 @@ HAND_WRITTEN: dict[str, dict[str, Any]] = {
         "required": ["version", "state", "lastApplied"],
         "additionalProperties": True,
     },
+    "StateDigestResponse": {
+        "type": "object",
+        "description": "A digest of this node's applied Raft state: equal `digest` at equal `last_applied` on every node.",
+        "properties": {
+            "node_id": {"type": "string"},
+            "term": {"type": "integer", "description": "This node's Raft term."},
+            "last_applied": {"type": "integer", "description": "Raft index the digest is taken at."},
+            "digest": {
+                "type": "string",
+                "description": "sha256 (hex) of the canonical JSON (sorted keys, no spaces) of "
+                "{state, version, setVersions}.",
+            },
+        },
+        "required": ["node_id", "term", "last_applied", "digest"],
+        "additionalProperties": False,
+    },
     "HealthResponse": {
         "type": "object",
         "properties": {"ok": {"type": "boolean"}},
@@ -385,6 +401,13 @@ OPERATIONS: tuple[Operation, ...] = (
         "state",
         "This node's replicated state.",
         responses={"200": ok("State.", ref("StateResponse"))},
+    ),
+    Operation(
+        "GET",
+        "/v1/raft/state-digest",
+        "raft-state-digest",
+        "A digest of this node's applied Raft state, to compare the nodes.",
+        responses={"200": ok("State digest.", ref("StateDigestResponse"))},
     ),
     Operation(
         "GET",

@@ -14,6 +14,7 @@ asyncio side take it through `read()`. Apply results reach asyncio only through 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import threading
@@ -78,6 +79,8 @@ class StateMachine(SyncObjConsumer):  # type: ignore[misc]
         self._state = model.ControllerState()
         self._version = 0
         self._set_versions: dict[str, int] = {}
+        self._applied_index = 0
+        """Raft index of the last command applied to this machine (or of the snapshot it was loaded from)."""
 
     # -- snapshots: JSON, not pickled objects -------------------------------------------------
     def _serialize(self) -> dict[str, Any]:
@@ -93,6 +96,18 @@ class StateMachine(SyncObjConsumer):  # type: ignore[misc]
             self._set_versions = {str(k): int(v) for k, v in body["setVersions"].items()}
 
     # -- reads ----------------------------------------------------------------------------------
+    def digest(self, raft_last_applied: Callable[[], int]) -> tuple[int, str]:
+        """(last applied index, sha256 of the canonical JSON of state, version and set versions), atomically.
+
+        Entries that are not commands (no-ops) leave the state alone, so the digest at pysyncobj's
+        last-applied index is the digest after the last command at or below it; while a command is
+        being applied the lock is held, and the index reported is at least that command's."""
+        with self.lock:
+            body = {"state": self._state.to_dict(), "version": self._version, "setVersions": self._set_versions}
+            index = max(raft_last_applied(), self._applied_index)
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        return index, hashlib.sha256(text.encode()).hexdigest()
+
     def read(self, fn: Callable[[model.ControllerState, int], T]) -> T:
         """Run a pure function over the state and its version under the lock."""
         with self.lock:
@@ -133,6 +148,7 @@ class StateMachine(SyncObjConsumer):  # type: ignore[misc]
                     self._version += 1
                     self._set_versions[name] = self._set_versions.get(name, 0) + 1
             version = self._version
+            self._applied_index = index
         try:
             self._listener(Applied(batch, index, applied, version, tuple(out)))
         except Exception:
@@ -197,6 +213,10 @@ class RaftNode(SyncObj):  # type: ignore[misc]
 
     def last_applied(self) -> int:
         return int(self.raftLastApplied)
+
+    def state_digest(self) -> tuple[int, str]:
+        """(last applied index, digest of the applied state): equal on every node at the same index."""
+        return self.machine.digest(lambda: int(self.raftLastApplied))
 
     def commit_index(self) -> int:
         return int(self.raftCommitIndex)
