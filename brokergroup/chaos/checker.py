@@ -3,6 +3,15 @@
 Pure: it takes the operations of a history (`brokergroup.chaos.history`) and the controller
 event-log records of every node, and returns a verdict dict. No I/O, no clock.
 
+The verdict's `status` is one of:
+- INVALID: an anomaly below that the run does not tolerate (whatever else is missing);
+- INCOMPLETE: no anomaly, but too little to say VALID (`incomplete` lists why): the history has
+  no acknowledged send, or no topology record naming the replicas of each queue and the
+  controllers; a queue lacks a successful final read from one of its replicas; a controller has
+  no raft records in the event logs (split-brain and epoch checks would run on less than all);
+  or a send or a read carries no body digest (bodies could not be compared);
+- VALID: none of that.
+
 Anomalies in the clients' history (a message is `(queue, producerId, seq)`):
 - lost: an acknowledged (`ok`) send missing from a final read of its queue (every replica is
   read in full at the end; without final reads, missing from every read);
@@ -11,6 +20,8 @@ Anomalies in the clients' history (a message is `(queue, producerId, seq)`):
   `duplicated`: readers of an async master may see a message that is truncated and then sent
   again, but no log may keep two copies);
 - unexpected: a message read that no producer ever sent;
+- bodyMismatch: a message read whose body digest differs from the digest of the body sent
+  with that (producerId, seq);
 - inconsistentOffsets: two different messages read at one offset of a queue (by any readers,
   from any replicas, at any time);
 - nonMonotonicSends: a producer's acknowledgements out of sequence order, or a producer's
@@ -42,6 +53,7 @@ ANOMALIES = (
     "duplicated",
     "duplicatedInLog",
     "unexpected",
+    "bodyMismatch",
     "inconsistentOffsets",
     "nonMonotonicSends",
     "nonMonotonicPolls",
@@ -49,6 +61,10 @@ ANOMALIES = (
     "epochRegressions",
 )
 FINAL_PREFIX = "final:"
+TOPOLOGY = "topology"
+VALID, INVALID, INCOMPLETE = "VALID", "INVALID", "INCOMPLETE"
+EXIT_CODES = {VALID: 0, INVALID: 1, INCOMPLETE: 3}
+"""Exit codes of `brokergroup chaos run` and `chaos check` per status (2 is a usage error)."""
 
 
 class _Examples:
@@ -72,18 +88,25 @@ class _Sends:
 
     def __init__(self) -> None:
         self.outcome: dict[Message, str] = {}
+        self.digest: dict[Message, str | None] = {}
         self.acked_order: dict[str, list[int]] = collections.defaultdict(list)
         self.nemesis: collections.Counter[str] = collections.Counter()
+        self.topology: dict[str, Any] | None = None
+        self.ops = 0
 
     def feed(self, op: Op) -> None:
+        self.ops += 1
         process, kind = str(op["process"]), op["type"]
         if op["f"] != "send":
             if process == "nemesis" and isinstance(op.get("value"), dict) and op["value"].get("phase") == "start":
                 self.nemesis[str(op["f"])] += 1
+            if op["f"] == TOPOLOGY and isinstance(op.get("value"), dict):
+                self.topology = op["value"]
             return
         message = _message(op["value"])
         if kind == "invoke":
             self.outcome.setdefault(message, "open")
+            self.digest.setdefault(message, op["value"].get("digest"))
             return
         current = self.outcome.get(message, "open")
         # One message may be sent more than once only by a buggy client; ok wins, then info (maybe).
@@ -105,33 +128,44 @@ class _Reads:
         self.offsets_of: dict[Message, set[int]] = collections.defaultdict(set)
         self.by_process: dict[tuple[str, str], list[int]] = collections.defaultdict(list)
         self.final: dict[str, dict[str, set[Message]]] = collections.defaultdict(dict)
+        self.final_failed: dict[tuple[str, str], str] = {}
+        """(queue, replica) → why its last final read failed (an invoke without an ok counts)."""
         self.stored_twice: list[tuple[str, Message, int]] = []
+        self.digests: dict[Message, set[str]] = collections.defaultdict(set)
+        self.without_digest = 0
         self.total = 0
 
     def feed(self, op: Op) -> None:
-        if op["f"] != "poll" or op["type"] != "ok":
+        if op["f"] != "poll":
             return
         process, queue = str(op["process"]), str(op["value"]["queue"])
+        final = process.startswith(FINAL_PREFIX)
+        replica = process[len(FINAL_PREFIX) :]
+        if op["type"] != "ok":
+            if final and replica not in self.final.get(queue, {}):
+                error = "no answer recorded" if op["type"] == "invoke" else op["value"].get("error", op["type"])
+                self.final_failed[(queue, replica)] = str(error)
+            return
         messages = op["value"].get("messages") or []
-        if process.startswith(FINAL_PREFIX):
-            replica = process[len(FINAL_PREFIX) :]
+        if final:
+            self.final_failed.pop((queue, replica), None)
             seen = self.final[queue].setdefault(replica, set())
-            copies = collections.Counter((queue, int(pid), int(seq)) for _, pid, seq in messages)
+            copies = collections.Counter((queue, int(m[1]), int(m[2])) for m in messages)
             seen.update(copies)
             self.stored_twice += [(replica, m, n) for m, n in copies.items() if n > 1]
-        for offset, pid, seq in messages:
+        for offset, pid, seq, *digest in messages:
             offset, pid, seq = int(offset), int(pid), int(seq)
             self.total += 1
             self.at_offset[(queue, offset)].add((pid, seq))
             self.offsets_of[(queue, pid, seq)].add(offset)
             self.by_process[(process, queue)].append(offset)
+            if digest:
+                self.digests[(queue, pid, seq)].add(str(digest[0]))
+            else:
+                self.without_digest += 1
 
 
-def _check_history(ops: Iterable[Op], found: _Examples) -> dict[str, Any]:
-    sends, reads = _Sends(), _Reads()
-    for op in ops:
-        sends.feed(op)
-        reads.feed(op)
+def _check_history(sends: _Sends, reads: _Reads, found: _Examples) -> dict[str, Any]:
     acked = sends.acked
     for process, seqs in sends.acked_order.items():
         for before, after in itertools.pairwise(seqs):
@@ -151,6 +185,10 @@ def _check_history(ops: Iterable[Op], found: _Examples) -> dict[str, Any]:
             found.add("duplicated", {"message": list(message), "offsets": sorted(offsets)})
         if message not in sends.outcome:
             found.add("unexpected", {"message": list(message), "offsets": sorted(offsets)})
+    for message, digests in sorted(reads.digests.items()):
+        sent = sends.digest.get(message)
+        if sent and digests != {sent}:
+            found.add("bodyMismatch", {"message": list(message), "sent": sent, "read": sorted(digests)})
     for replica, message, copies in reads.stored_twice:
         found.add("duplicatedInLog", {"replica": replica, "message": list(message), "copies": copies})
     for (queue, offset), values in sorted(reads.at_offset.items()):
@@ -206,6 +244,51 @@ def dedup_events(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for *_, r in out]
 
 
+def _incompleteness(sends: _Sends, reads: _Reads, event_nodes: set[str]) -> list[str]:
+    """Why the history and event logs are too little to call a run VALID (empty when they suffice)."""
+    why: list[str] = []
+    if sends.ops == 0:
+        why.append("the history is empty")
+    elif not sends.acked:
+        why.append("no send was acknowledged: there is nothing to check")
+    topology = sends.topology
+    if topology is None:
+        why.append(
+            "the history has no topology record naming each queue's replicas and the controllers, "
+            "so missing final reads and event logs cannot be told apart from absent ones"
+        )
+    else:
+        queues = {str(q): [str(r) for r in rs] for q, rs in dict(topology.get("queues") or {}).items()}
+        controllers = [str(c) for c in topology.get("controllers") or []]
+        if not queues:
+            why.append("the topology record names no queue")
+        if not controllers:
+            why.append("the topology record names no controller")
+        why += [
+            f"sends to {q}, a queue the topology does not name"
+            for q in sorted({m[0] for m in sends.outcome} - set(queues))
+        ]
+        for queue, replicas in sorted(queues.items()):
+            for replica in replicas:
+                if replica in reads.final.get(queue, {}):
+                    continue
+                failed = reads.final_failed.get((queue, replica))
+                why.append(
+                    f"the final read of {queue} from {replica} failed: {failed}"
+                    if failed
+                    else f"no final read of {queue} from {replica}"
+                )
+        why += [f"no controller event-log records from {c}" for c in controllers if c not in event_nodes]
+    if not event_nodes:
+        why.append("no controller event-log records: the split-brain and epoch checks ran on nothing")
+    unsigned = sum(1 for digest in sends.digest.values() if not digest)
+    if unsigned:
+        why.append(f"{unsigned} sends carry no body digest: their bodies cannot be compared")
+    if reads.without_digest:
+        why.append(f"{reads.without_digest} messages were read without a body digest: their bodies cannot be compared")
+    return why
+
+
 def _check_events(records: Iterable[dict[str, Any]], found: _Examples) -> dict[str, Any]:
     events = dedup_events(records)
     masters: dict[tuple[str, int], set[int]] = collections.defaultdict(set)
@@ -244,16 +327,28 @@ def check(
     tolerate: Collection[str] = (),
     max_examples: int = 10,
 ) -> dict[str, Any]:
-    """The verdict: `valid`, a count per anomaly, examples of each, and statistics."""
+    """The verdict: `status` (VALID, INVALID or INCOMPLETE) and `valid`, why it is incomplete, a count
+    per anomaly, examples of each, and statistics."""
     unknown = set(tolerate) - set(ANOMALIES)
     if unknown:
         raise ValueError(f"unknown anomalies to tolerate: {sorted(unknown)}; known: {list(ANOMALIES)}")
     found = _Examples(max_examples)
-    stats = {**_check_history(history, found), **_check_events(events, found)}
+    sends, reads = _Sends(), _Reads()
+    for op in history:
+        sends.feed(op)
+        reads.feed(op)
+    records = list(events)
+    event_nodes = {str(r.get("node")) for r in records if r.get("source") == "raft"}
+    stats = {**_check_history(sends, reads, found), **_check_events(records, found)}
+    stats["eventLogNodes"] = sorted(event_nodes)
     anomalies = {kind: found.counts[kind] for kind in ANOMALIES}
     failing = sorted(kind for kind, n in anomalies.items() if n and kind not in tolerate)
+    incomplete = _incompleteness(sends, reads, event_nodes)
+    status = INVALID if failing else INCOMPLETE if incomplete else VALID
     return {
-        "valid": not failing,
+        "status": status,
+        "valid": status == VALID,
+        "incomplete": incomplete,
         "failing": failing,
         "tolerated": sorted(tolerate),
         "anomalies": anomalies,

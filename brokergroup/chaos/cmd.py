@@ -4,9 +4,12 @@
                           [--seed S] [--out DIR] [--sets 1] [--profile fast|default]
     brokergroup chaos check DIR      # re-check a run's history.jsonl and controller event logs
 
-`run` exits 1 when the checker finds a violation of the mode's guarantees (or the cluster does
-not recover from a fault), 0 otherwise. In async mode lost messages (and what readers saw of
-truncated ones) are counted and reported but tolerated: async replication promises no more.
+Both exit 0 on VALID, 1 on INVALID (the checker finds a violation of the mode's guarantees, or
+the cluster does not recover from a fault), 3 on INCOMPLETE (no violation, but too little was
+recorded to say VALID: a missing or failed final read, missing controller event logs, an empty
+history; `brokergroup.chaos.checker`), 2 on a usage error. In async mode lost messages (and
+what readers saw of truncated ones) are counted and reported but tolerated: async replication
+promises no more.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ def _print(line: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from brokergroup.chaos import netns
+    from brokergroup.chaos import checker, netns
     from brokergroup.chaos.nemesis import NemesisError, expand
     from brokergroup.chaos.runner import ChaosRun, RunOptions
     from brokergroup.chaos.topology import ClusterSpec
@@ -99,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     )
     result = asyncio.run(ChaosRun(options, _print).run())
     _print(render(result))
-    return 0 if result["valid"] else 1
+    return checker.EXIT_CODES[result["status"]]
 
 
 def render(result: dict[str, Any]) -> str:
@@ -121,8 +124,16 @@ def render(result: dict[str, Any]) -> str:
         lines.append(f"  {kind}: {json.dumps(examples[:3])}")
     for problem in result["liveness"]:
         lines.append(f"liveness: {problem}")
-    lines.append(f"VALID ({summary['mode']})" if result["valid"] else f"INVALID: {', '.join(verdict['failing'])}")
+    lines.append(status_line(result["status"], verdict, summary["mode"]))
     return "\n".join(lines)
+
+
+def status_line(status: str, verdict: dict[str, Any], mode: str) -> str:
+    if status == "VALID":
+        return f"VALID ({mode})"
+    if status == "INCOMPLETE":
+        return "INCOMPLETE: " + "; ".join(verdict["incomplete"])
+    return f"INVALID: {', '.join(verdict['failing']) or 'the cluster did not recover (liveness)'}"
 
 
 def check(args: argparse.Namespace) -> int:
@@ -138,4 +149,5 @@ def check(args: argparse.Namespace) -> int:
     tolerate = ASYNC_TOLERATED if args.mode == "async" else ()
     verdict = checker.check(read_history(history), load_events(logs), tolerate=tolerate)
     print(json.dumps(verdict, indent=2))
-    return 0 if verdict["valid"] else 1
+    print(status_line(verdict["status"], verdict, args.mode))
+    return checker.EXIT_CODES[verdict["status"]]

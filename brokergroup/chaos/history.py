@@ -5,27 +5,34 @@ A history is a JSONL file, one operation per line:
     {"process": "p0", "type": "invoke", "f": "send", "value": {...}, "time": 1234567}
 
 - `process`: who did it: a producer (`p<i>`), a consumer (`c<i>`), a final reader
-  (`final:<replica>`) or the `nemesis`.
+  (`final:<replica>`), the `nemesis`, or the `harness` (its `topology` record).
 - `type`: `invoke` when an operation starts; then exactly one of `ok` (it happened), `fail` (it
   certainly did not happen) or `info` (indeterminate: it may or may not have happened).
-- `f`: `send` or `poll` (the nemesis records its faults with its own `f`, type `info`).
+- `f`: `send` or `poll` (the nemesis records its faults with its own `f`, type `info`; the
+  harness records `topology` once, type `info`, before any client starts).
 - `value`:
-  - send: `{"queue": "<set>/<topic>/<queueId>", "producerId": P, "seq": S, "payload": "..."}`
-    (the idempotent producer's identity of the message);
-  - poll (ok): `{"queue": Q, "messages": [[queueOffset, producerId, seq], ...]}`;
-  - poll (invoke): `{"queue": Q, "offset": where the read starts}`.
+  - send: `{"queue": "<set>/<topic>/<queueId>", "producerId": P, "seq": S, "payload": "...",
+    "digest": D}` (the idempotent producer's identity of the message, its body as text, and
+    `body_digest` of the bytes sent); an `ok` adds `attempts` (how many puts it took);
+  - poll (ok): `{"queue": Q, "messages": [[queueOffset, producerId, seq, digest], ...]}` (the
+    digest of the body read);
+  - poll (invoke): `{"queue": Q, "offset": where the read starts}`; (fail): `{"queue", "error"}`;
+  - topology: `{"queues": {Q: [replica, ...]}, "controllers": [node, ...]}`: what the final
+    reads and the event logs must cover for the checker to call a run complete.
 - `time`: nanoseconds since the history started (monotonic clock).
 
 The producer sends one message at a time through the idempotent `Producer`, which retries across
 failovers; a send that is not acknowledged within its deadline is `info`, since one of its
 attempts may have been stored. The consumer polls the master through `Consumer` and records the
-(queueOffset, producerId, seq) it read.
+(queueOffset, producerId, seq, body digest) it read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
 import json
 import time
 from collections.abc import Iterator
@@ -42,6 +49,11 @@ Op = dict[str, Any]
 
 def queue_name(broker_set: str, topic: str, queue_id: int) -> str:
     return f"{broker_set}/{topic}/{queue_id}"
+
+
+def body_digest(body: bytes) -> str:
+    """What the history keeps of a message body: 16 hex digits of its BLAKE2b hash."""
+    return hashlib.blake2b(body, digest_size=8).hexdigest()
 
 
 class HistoryWriter:
@@ -94,6 +106,10 @@ class ProducerClient:
         self.interval = 1.0 / rate if rate > 0 else 0.0
         self.acked = 0
         self.last_ack: float | None = None
+        self.ack_times: list[float] = []
+        """When each acknowledgement arrived (monotonic), for outage measurements."""
+        self.refused = 0
+        """Puts that did not end in PUT_OK: retried attempts, and sends that failed or gave up."""
 
     async def run(self, stop: asyncio.Event) -> None:
         next_at = time.monotonic()
@@ -108,21 +124,31 @@ class ProducerClient:
     async def send_one(self) -> str:
         seq = self.producer.next_seq
         payload = f"{self.process}-{seq}"
-        value = {"queue": self.queue, "producerId": self.producer.producer_id, "seq": seq, "payload": payload}
+        body = payload.encode()
+        value = {
+            "queue": self.queue,
+            "producerId": self.producer.producer_id,
+            "seq": seq,
+            "payload": payload,
+            "digest": body_digest(body),
+        }
         self.history.record(self.process, "invoke", "send", value)
         try:
-            await self.producer.send(self.topic, [payload.encode()])
+            sent = await self.producer.send(self.topic, [body])
         except ProduceError as exc:
             # 400/413 are definite refusals; anything else gave up while an attempt may have landed.
             definite = exc.status == "BAD_REQUEST"
             self.history.record(self.process, "fail" if definite else "info", "send", {**value, "error": str(exc)})
+            self.refused += 1
             return "fail" if definite else "info"
         except asyncio.CancelledError:
             self.history.record(self.process, "info", "send", {**value, "error": "cancelled"})
             raise
-        self.history.record(self.process, "ok", "send", value)
+        self.history.record(self.process, "ok", "send", {**value, "attempts": sent.attempts})
         self.acked += 1
+        self.refused += sent.attempts - 1
         self.last_ack = time.monotonic()
+        self.ack_times.append(self.last_ack)
         return "ok"
 
 
@@ -160,7 +186,7 @@ class ConsumerClient:
         except asyncio.CancelledError:
             self.history.record(self.process, "fail", "poll", {"queue": self.queue, "error": "cancelled"})
             raise
-        messages = [[m.queue_offset, m.producer_id, m.seq] for m in received]
+        messages = [[m.queue_offset, m.producer_id, m.seq, body_digest(m.body)] for m in received]
         self.history.record(self.process, "ok", "poll", {"queue": self.queue, "messages": messages})
         self.read += len(messages)
         return len(messages)
@@ -168,9 +194,9 @@ class ConsumerClient:
 
 async def read_replica(
     session: aiohttp.ClientSession, address: str, topic: str, queue_id: int = 0, *, timeout_s: float = 10.0
-) -> list[list[int]]:
-    """Every message of a queue on one replica, as [queueOffset, producerId, seq], from offset 0."""
-    out: list[list[int]] = []
+) -> list[list[Any]]:
+    """Every message of a queue on one replica, as [queueOffset, producerId, seq, body digest], from offset 0."""
+    out: list[list[Any]] = []
     offset = 0
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     while True:
@@ -181,12 +207,32 @@ async def read_replica(
             body = await r.json()
         if not body["messages"]:
             return out
-        out += [[int(m["queueOffset"]), int(m["producerId"]), int(m["seq"])] for m in body["messages"]]
+        out += [
+            [int(m["queueOffset"]), int(m["producerId"]), int(m["seq"]), body_digest(base64.b64decode(m["body"]))]
+            for m in body["messages"]
+        ]
         offset = int(body["nextOffset"])
 
 
-def record_final_read(history: HistoryWriter, replica: str, queue: str, messages: list[list[int]]) -> None:
-    """A final full read of one replica, as one poll of the process `final:<replica>`."""
+async def final_read(
+    history: HistoryWriter, session: aiohttp.ClientSession, replica: str, address: str, topic: str, queue: str
+) -> int | None:
+    """A full read of one replica's queue, recorded as one poll of the process `final:<replica>`:
+    the number of messages, or None when the read failed (recorded as `fail`, which the checker
+    counts as a missing final read: INCOMPLETE)."""
     process = f"final:{replica}"
     history.record(process, "invoke", "poll", {"queue": queue, "offset": 0})
+    try:
+        messages = await read_replica(session, address, topic)
+    except (ProduceError, aiohttp.ClientError, TimeoutError, ValueError, KeyError) as exc:
+        history.record(
+            process, "fail", "poll", {"queue": queue, "error": f"{address}: {str(exc) or type(exc).__name__}"}
+        )
+        return None
     history.record(process, "ok", "poll", {"queue": queue, "messages": messages})
+    return len(messages)
+
+
+def record_topology(history: HistoryWriter, queues: dict[str, list[str]], controllers: list[str]) -> None:
+    """What a complete run must cover: the replicas of each queue and the controller nodes."""
+    history.record("harness", "info", "topology", {"queues": queues, "controllers": controllers})

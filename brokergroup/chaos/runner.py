@@ -31,10 +31,10 @@ from brokergroup.chaos.history import (
     ConsumerClient,
     HistoryWriter,
     ProducerClient,
+    final_read,
     queue_name,
     read_history,
-    read_replica,
-    record_final_read,
+    record_topology,
 )
 from brokergroup.chaos.nemesis import Fault, Nemesis
 from brokergroup.chaos.topology import ChaosCluster, ClusterSpec
@@ -109,8 +109,10 @@ class ChaosRun:
         verdict = checker.check(
             read_history(self.history.path), events, tolerate=self.options.tolerate, max_examples=10
         )
+        status = checker.INVALID if self.liveness else verdict["status"]
         result = {
-            "valid": verdict["valid"] and not self.liveness,
+            "status": status,
+            "valid": status == checker.VALID,
             "verdict": verdict,
             "liveness": self.liveness,
             "run": self._summary(time.monotonic() - started),
@@ -139,6 +141,8 @@ class ChaosRun:
         opts = self.options
         took = await self.cluster.wait_healthy(timeout=opts.recovery_timeout_s)
         self.progress(f"cluster up: {len(self.cluster.processes())} processes, healthy after {took:.1f} s")
+        queues = {queue_name(name, TOPIC, 0): self.cluster.replica_names(name) for name in sorted(self.cluster.sets)}
+        record_topology(self.history, queues, self.cluster.controller_names())
         timing = opts.spec.profile
         request_timeout = max(3.0, timing.ha_slave_timeout_ms / 1000 + 1.0)
         deadline = 2 * timing.heartbeat_timeout_ms / 1000 + 10
@@ -263,9 +267,8 @@ class ChaosRun:
     async def _final_reads(self, session: aiohttp.ClientSession) -> None:
         for name, brokers in sorted(self.cluster.sets.items()):
             for node in brokers.nodes:
-                messages = await read_replica(session, node.api, TOPIC)
-                record_final_read(self.history, node.name, queue_name(name, TOPIC, 0), messages)
-                self.progress(f"final read {node.name}: {len(messages)} messages")
+                count = await final_read(self.history, session, node.name, node.api, TOPIC, queue_name(name, TOPIC, 0))
+                self.progress(f"final read {node.name}: " + (f"{count} messages" if count is not None else "FAILED"))
 
 
 def load_events(paths: list[Path]) -> list[dict[str, Any]]:
