@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 
 class BrokerMetrics:
@@ -34,6 +38,39 @@ class BrokerMetrics:
         )
         self.max_offset = Gauge("brokergroup_broker_max_offset", "Commit-log end offset.", registry=registry)
         self.confirm_offset = Gauge("brokergroup_broker_confirm_offset", "Commit point.", registry=registry)
+        self.pod_label_patches = Counter(
+            "brokergroup_broker_pod_label_patches_total",
+            "Patches of this broker's own Pod role label, by result (ok, refused, timeout, error).",
+            ["result"],
+            registry=registry,
+        )
+        self.pod_label_in_sync = Gauge(
+            "brokergroup_broker_pod_label_in_sync",
+            "1 when this broker's Pod role label says its current role (always 1 when Kubernetes access is off).",
+            registry=registry,
+        )
         self.lease_remaining = Gauge(
             "brokergroup_broker_write_lease_remaining_seconds", "Master write lease left.", registry=registry
+        )
+
+    def track_flushes(self, *, flushed_offset: Callable[[], int], flushes: Callable[[], int]) -> None:
+        """Expose the store's fsynced offset and the flusher's fsync count, read at scrape time."""
+        self.registry.register(_FlushCollector(flushed_offset, flushes))
+
+
+class _FlushCollector(Collector):
+    def __init__(self, flushed_offset: Callable[[], int], flushes: Callable[[], int]) -> None:
+        self._flushed_offset = flushed_offset
+        self._flushes = flushes
+
+    def collect(self) -> Iterable[Metric]:
+        yield GaugeMetricFamily(
+            "brokergroup_broker_flushed_offset",
+            "Commit-log offset up to which this replica has fsynced (under SYNC flush, what it acknowledges).",
+            value=self._flushed_offset(),
+        )
+        yield CounterMetricFamily(
+            "brokergroup_broker_flushes",
+            "Flushes (fsync rounds of the commit log, group commit) run by this replica.",
+            value=self._flushes(),
         )

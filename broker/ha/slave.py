@@ -9,6 +9,10 @@ store is only touched between awaits, so a stop never interrupts a store operati
 
 A session also ends when nothing arrives for `housekeeping_interval_ms` (the master sends
 heartbeats every `send_heartbeat_interval_ms`).
+
+Acks follow the store's flushes: during a session a flush listener asks the connection for the
+ack now due (under SYNC flush, a slave acknowledges only fsynced bytes; `slave_conn`) and writes
+it at once, so a put waits for one fsync on the slave, shared by every frame received meanwhile.
 """
 
 from __future__ import annotations
@@ -38,6 +42,13 @@ def split_address(address: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit():
         raise ValueError(f"HA address {address!r} is not host:port")
     return host.strip("[]"), int(port)
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 class HASlave:
@@ -85,6 +96,7 @@ class HASlave:
         return {
             "masterAddress": self.master_address,
             "connected": self.connected,
+            "ackedOffset": self._conn.acked_offset if self._conn is not None else None,
             "sessions": self.sessions,
             "lastError": self.last_error,
         }
@@ -122,7 +134,27 @@ class HASlave:
             )
             writer.write(encode(conn.handshake(self._clock())))
             await writer.drain()
-            await self._follow(conn, reader, writer)
+            loop = asyncio.get_running_loop()
+
+            def send_due_ack() -> None:
+                try:
+                    for ack in conn.flushed(self._store, self._clock()):
+                        writer.write(encode(ack))
+                except Exception:
+                    logger.exception("acking a flush to %s failed", self.master_address)
+                    writer.close()
+
+            def on_flushed(_flushed_offset: int) -> None:
+                if _on_loop(loop):
+                    send_due_ack()
+                elif not loop.is_closed():
+                    loop.call_soon_threadsafe(send_due_ack)
+
+            self._store.add_flush_listener(on_flushed)
+            try:
+                await self._follow(conn, reader, writer)
+            finally:
+                self._store.remove_flush_listener(on_flushed)
         finally:
             writer.close()
             with contextlib.suppress(OSError):

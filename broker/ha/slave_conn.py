@@ -1,7 +1,9 @@
 """One HA connection on the slave's side, sans-I/O (RocketMQ `AutoSwitchHAClient`).
 
 The shell sends `handshake()`, feeds the master's bytes to `receive(data, store, now_ms)` and
-sends the acks it returns; `tick(store, now_ms)` returns a heartbeat ack when one is due. Any
+sends the acks it returns; `flushed(store, now_ms)` returns an ack when the store's flushed
+offset moved (call it from the store's flush listener); `tick(now_ms)` returns a heartbeat ack
+when one is due. Any
 exception (`ProtocolError`, `ReplicationError`, a `StoreError`) means: drop the connection and
 reconnect later; the store is left consistent (every store call is all-or-nothing).
 
@@ -27,9 +29,15 @@ drop, re-handshake); a newer epoch is recorded with `append_epoch(epoch, epochSt
 same epoch must have the same start offset, an older one is an error; the body is appended with
 `append_raw`; the confirm offset becomes min(frame's confirm offset, own max offset).
 
-Acks: right after the handshake decision (the offset to start from), after every frame that
-grew the log, and every `heartbeat_interval_ms` while idle. An ack never claims more than this
-connection has seen: before the first append it repeats the requested offset.
+Acks report `min(appended, store.ackable_offset)`: under SYNC flush only what is fsynced on this
+replica (the master counts acks toward PUT_OK and the confirm offset, so an acknowledged put
+survives a power loss of this machine); under ASYNC flush what is appended. An ack goes out when
+that offset grows (after a frame under ASYNC, after the flush covering it under SYNC: the flush
+of one fsync covers every frame received meanwhile) and every `heartbeat_interval_ms` while
+idle, repeating the last one. The first ack after the handshake names the offset to start from
+(the master streams from there), so it waits until the log is durable up to that offset (a
+previous session's unflushed tail). An ack never claims more than this connection has seen:
+before the first append it repeats the requested offset.
 """
 
 from __future__ import annotations
@@ -76,13 +84,19 @@ class SlaveConnection:
         self.state = HAState.READY
         self._new_replica = False
         self._position = -1
-        """Offset this connection has the log up to (what acks report); -1 before the handshake."""
+        """Offset this connection has the log up to (appended); -1 before the handshake."""
         self._reported = -1
+        """The offset of the last ack sent; -1 before the first."""
         self._last_sent_ms = now_ms
 
     @property
     def position(self) -> int:
         return self._position
+
+    @property
+    def acked_offset(self) -> int:
+        """What the last ack reported (-1 before the first)."""
+        return self._reported
 
     def handshake(self, now_ms: int) -> SlaveHandshake:
         """The first frame to send."""
@@ -98,23 +112,35 @@ class SlaveConnection:
                 self._on_handshake(frame, store)
             else:
                 self._on_transfer(frame, store)
-        if self.state is HAState.TRANSFER and self._position != self._reported:
-            return [self._ack(now_ms)]
-        return []
+        return self.flushed(store, now_ms)
+
+    def flushed(self, store: ReplicatedLog, now_ms: int) -> list[SlaveTransferAck]:
+        """The ack due now that more of the log may be acknowledged (`store.ackable_offset`)."""
+        if self.state is not HAState.TRANSFER:
+            return []
+        if self._reported < 0:  # the start offset, once the log is durable up to it
+            return [self._ack(self._position, now_ms)] if store.ackable_offset >= self._position else []
+        ackable = min(self._position, store.ackable_offset)
+        return [self._ack(ackable, now_ms)] if ackable > self._reported else []
 
     def tick(self, now_ms: int) -> list[SlaveTransferAck]:
-        """A heartbeat ack if nothing was sent for `heartbeat_interval_ms`."""
-        if self.state is HAState.TRANSFER and now_ms - self._last_sent_ms >= self._heartbeat_ms:
-            return [self._ack(now_ms)]
+        """A heartbeat ack (the last one again) if nothing was sent for `heartbeat_interval_ms`."""
+        if self._started and now_ms - self._last_sent_ms >= self._heartbeat_ms:
+            return [self._ack(self._reported, now_ms)]
         return []
 
     def next_wakeup_ms(self) -> int | None:
-        return self._last_sent_ms + self._heartbeat_ms if self.state is HAState.TRANSFER else None
+        return self._last_sent_ms + self._heartbeat_ms if self._started else None
 
-    def _ack(self, now_ms: int) -> SlaveTransferAck:
-        self._reported = self._position
+    @property
+    def _started(self) -> bool:
+        """In TRANSFER and the start offset was acked."""
+        return self.state is HAState.TRANSFER and self._reported >= 0
+
+    def _ack(self, offset: int, now_ms: int) -> SlaveTransferAck:
+        self._reported = offset
         self._last_sent_ms = now_ms
-        return SlaveTransferAck(self._position)
+        return SlaveTransferAck(offset)
 
     # ---- the master's handshake: where to truncate ------------------------------------------------
     def _on_handshake(self, frame: MasterHandshake, store: ReplicatedLog) -> None:

@@ -1,25 +1,32 @@
-"""Group commit: when puts are acknowledged relative to fsync (RocketMQ GroupCommitService /
+"""Group commit: when appends become durable (RocketMQ GroupCommitService /
 FlushRealTimeService, reference §4.6).
 
-- SYNC: `wait_flushed(offset)` parks the put until a flush covers `offset`. One flush runs at a
-  time, in a worker thread; it covers everything appended before it started, and every put that
-  arrives while it runs is covered by the next one, so N concurrent puts cost about two fsyncs,
-  not N. After `timeout_ms` the put gets False (the caller answers FLUSH_DISK_TIMEOUT; the message
-  stays in the log).
+- SYNC: every appended byte is fsynced as soon as possible, whoever appended it: a master's put
+  or a slave's replicated frame (`append_raw`; the store's append listener wakes the flusher).
+  One flush runs at a time, in a worker thread; it covers everything appended before it started,
+  and everything appended while it runs is covered by the next one, so N appends in flight cost
+  about two fsyncs, not N. `wait_flushed(offset)` parks a put until a flush covers `offset`;
+  after `timeout_ms` it answers False (the caller answers FLUSH_DISK_TIMEOUT; the message stays
+  in the log). A slave acknowledges only flushed bytes (`MessageStore.ackable_offset`, the
+  store's flush listeners tell it when to ack): RocketMQ's slaves flush every 10 ms but
+  acknowledge from the page cache.
 - ASYNC: `wait_flushed` answers True at once; a task flushes every `interval_ms` if anything is
-  unflushed.
+  unflushed, on masters and slaves alike (RocketMQ's FlushRealTimeService, 500 ms by default).
 
 Both modes flush once more on `stop()`. The flush itself is `store.prepare_flush()` on the event
-loop, the returned job in a thread (it only fsyncs duplicated descriptors, so puts keep
-appending meanwhile), then `store.complete_flush(ticket)` on the event loop; a flush that raced
-with a truncation counts for nothing (segments.py).
+loop, the returned job in a thread (it only fsyncs duplicated descriptors, so appends go on
+meanwhile), then `store.complete_flush(ticket)` on the event loop; a flush that raced with a
+truncation counts for nothing (segments.py) and the next one covers the bytes again.
 
 A failed fsync (OSError) is sticky: Linux may drop the dirty pages and report a later fsync as
-successful, so after one failure every `wait_flushed` answers False (in both modes) until the
-process restarts and recovers the log from disk.
+successful, so after one failure every `wait_flushed` answers False (in both modes) and nothing
+more is flushed (so nothing more is acknowledged by a SYNC slave) until the process restarts
+and recovers the log from disk.
 
-Invariant: `wait_flushed(offset)` answers True only if `store.flushed_offset >= offset` held at
-some point after the call (or the mode is ASYNC and no fsync has failed).
+Invariants: `wait_flushed(offset)` answers True only if `store.flushed_offset >= offset` held at
+some point after the call (or the mode is ASYNC and no fsync has failed). In SYNC mode, while
+the flusher runs and no fsync failed, every appended byte is flushed without anyone waiting for
+it: bytes appended at time t are flushed by the end of the flush that starts after t.
 """
 
 from __future__ import annotations
@@ -52,6 +59,8 @@ class Flushable(Protocol):
 
     def complete_flush(self, ticket: FlushTicket) -> bool: ...
 
+    def add_append_listener(self, listener: Callable[[int], None]) -> None: ...
+
 
 async def run_in_worker_thread(job: Callable[[], None]) -> None:
     await asyncio.to_thread(job)
@@ -80,6 +89,7 @@ class GroupCommitFlusher:
         self._waiters: list[tuple[int, asyncio.Future[bool]]] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
         self.flush_count = 0
         """Flushes completed (or failed) so far."""
@@ -97,7 +107,10 @@ class GroupCommitFlusher:
     def start(self) -> None:
         if self._task is not None:
             raise RuntimeError("the flusher was already started")
-        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"flusher-{self.mode.value}")
+        self._loop = asyncio.get_running_loop()
+        if self.mode is FlushMode.SYNC:
+            self.store.add_append_listener(self._appended)
+        self._task = self._loop.create_task(self._run(), name=f"flusher-{self.mode.value}")
 
     async def stop(self) -> None:
         """Flush once more and stop; gives up (logged) after `timeout_ms` if a flush hangs."""
@@ -130,6 +143,20 @@ class GroupCommitFlusher:
             logger.warning("flush to offset=%d not done within %.3f s", offset, self.timeout_s)
             return False
 
+    def _appended(self, _max_offset: int) -> None:
+        """Store append listener (SYNC): flush the new bytes. May run on any thread."""
+        loop = self._loop
+        if loop is None or self._stopping or loop.is_closed():
+            return
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._wake.set()
+        else:
+            loop.call_soon_threadsafe(self._wake.set)
+
     async def _run(self) -> None:
         while not self._stopping:
             if self.mode is FlushMode.ASYNC:
@@ -142,14 +169,9 @@ class GroupCommitFlusher:
         await self._flush_while_needed()
 
     def _wanted(self) -> bool:
-        """Anything to flush now: a SYNC waiter the log can satisfy, or (ASYNC, stopping) any
-        unflushed byte."""
-        if self.failure is not None:
-            return False
-        flushed, end = self.store.flushed_offset, self.store.max_offset
-        if self.mode is FlushMode.ASYNC or self._stopping:
-            return end > flushed
-        return any(flushed < offset and not waiter.done() for offset, waiter in self._waiters) and end > flushed
+        """Anything to flush now: any unflushed byte, unless an fsync failed (SYNC is woken by
+        appends and waiters, ASYNC by its timer or `stop()`)."""
+        return self.failure is None and self.store.max_offset > self.store.flushed_offset
 
     async def _flush_while_needed(self) -> None:
         while self._wanted():

@@ -16,7 +16,12 @@ Invariants:
   confirmed and never exposes, or hands out queue offsets of, bytes beyond it (#6609, #7689);
 - queue offsets are assigned at append time from *all* appended records, confirmed or not, so an
   unconfirmed tail never has its queue offsets reused unless it is truncated away (#6344);
-- the producer table is updated at append time, on a master's put and a slave's `append_raw`.
+- the producer table is updated at append time, on a master's put and a slave's `append_raw`;
+- `ackable_offset` is what this replica acknowledges (a slave's acks to the master, the master's
+  own share of the confirm offset): under SYNC flush only fsynced bytes (`flushed_offset`), so
+  an acknowledged byte survives a power loss of this machine. A log recovered on open counts as
+  flushed: `CommitLog` fsyncs the tail it recovered (a kill -9 leaves unsynced bytes in the page
+  cache, which a later power loss would drop).
 
 Costs: opening and `truncate` rescan the whole log to rebuild the indexes (O(log size); truncation
 happens only on a role change or a slave's re-handshake). The confirm checkpoint is written at
@@ -35,7 +40,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from brokergroup.broker.errors import CorruptLogError
-from brokergroup.broker.settings import StoreSettings
+from brokergroup.broker.settings import FlushMode, StoreSettings
 from brokergroup.broker.store import put_plan
 from brokergroup.broker.store.checkpoint import ConfirmCheckpoint
 from brokergroup.broker.store.epoch import EpochCache, EpochEntry
@@ -94,6 +99,7 @@ class MessageStore:
         self._clock = clock
         self._max_producers = max_producers
         self._listeners: list[Callable[[int], None]] = []
+        self._flush_listeners: list[Callable[[int], None]] = []
         self._epochs.truncate_suffix_by_offset(log.max_offset + 1)  # crash between log and epoch truncation
         persisted = checkpoint.read()
         confirm = min(max(persisted if persisted is not None else log.min_offset, log.min_offset), log.max_offset)
@@ -172,6 +178,13 @@ class MessageStore:
         return self._log.max_offset - self._log.unflushed_bytes
 
     @property
+    def ackable_offset(self) -> int:
+        """The end of what this replica may acknowledge as stored, to a producer (master) or to
+        the master (slave): `flushed_offset` under SYNC flush (on disk), `max_offset` under ASYNC
+        (written to the page cache; the background flush follows)."""
+        return self.flushed_offset if self.settings.flush is FlushMode.SYNC else self._log.max_offset
+
+    @property
     def epochs(self) -> EpochCache:
         return self._epochs
 
@@ -188,6 +201,22 @@ class MessageStore:
     def _appended(self) -> None:
         for listener in self._listeners:
             listener(self._log.max_offset)
+
+    def add_flush_listener(self, listener: Callable[[int], None]) -> None:
+        """`listener(flushed_offset)` after every flush that made more of the log durable; it
+        runs inline (on the thread completing the flush) and must not raise."""
+        self._flush_listeners.append(listener)
+
+    def remove_flush_listener(self, listener: Callable[[int], None]) -> None:
+        """Forget a listener added by `add_flush_listener` (absent: nothing happens)."""
+        if listener in self._flush_listeners:
+            self._flush_listeners.remove(listener)
+
+    def _notify_flushed(self, before: int) -> None:
+        flushed = self.flushed_offset
+        if flushed > before:
+            for listener in tuple(self._flush_listeners):
+                listener(flushed)
 
     # -- confirm offset
     def set_confirm_offset(self, offset: int) -> None:
@@ -349,12 +378,19 @@ class MessageStore:
         return self._log.prepare_flush()
 
     def complete_flush(self, ticket: FlushTicket) -> bool:
-        return self._log.complete_flush(ticket)
+        """Count the ticket's bytes as flushed (unless the log was cut since); flush listeners
+        run if the flushed offset moved."""
+        before = self.flushed_offset
+        done = self._log.complete_flush(ticket)
+        self._notify_flushed(before)
+        return done
 
     def flush(self) -> None:
         """fsync the log and persist the confirm offset, in this thread."""
+        before = self.flushed_offset
         self._log.flush()
         self.flush_checkpoint()
+        self._notify_flushed(before)
 
     def close(self) -> None:
         try:

@@ -376,6 +376,8 @@ class CommitLog(SegmentedLog):
         last = len(self._starts) - 1
         for index in range(0 if verify_all else max(last, 0), last + 1):
             self._recover(index, tail=index == last)
+        if self._fds:  # after a kill -9 the tail may sit in the page cache only: counted as flushed below
+            os.fsync(self._fds[-1])
         self._flushed = self.max_offset
 
     def _check_layout(self) -> None:

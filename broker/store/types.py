@@ -71,6 +71,9 @@ class PutStatus(enum.Enum):
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
     FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
     IN_SYNC_REPLICAS_NOT_ENOUGH = "IN_SYNC_REPLICAS_NOT_ENOUGH"
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
+    """brokergroup (Kafka's name): written and acked by the set as it is now, but the set shrank
+    below `min_in_sync_replicas` while the put waited: fewer copies than asked."""
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
 
 
@@ -85,6 +88,11 @@ class ReplicatedLog(Protocol):
 
     @property
     def confirm_offset(self) -> int: ...
+
+    @property
+    def ackable_offset(self) -> int:
+        """The end of what this replica may acknowledge: fsynced bytes under SYNC flush, appended
+        bytes under ASYNC (never beyond max_offset)."""
 
     def set_confirm_offset(self, offset: int) -> None:
         """Record the commit point (clamped to [min_offset, max_offset]); newly confirmed
@@ -107,3 +115,9 @@ class ReplicatedLog(Protocol):
 
     def add_append_listener(self, listener: Callable[[int], None]) -> None:
         """`listener(new_max_offset)` after every append (master put or slave append_raw)."""
+
+    def add_flush_listener(self, listener: Callable[[int], None]) -> None:
+        """`listener(flushed_offset)` after every flush that made more of the log durable."""
+
+    def remove_flush_listener(self, listener: Callable[[int], None]) -> None:
+        """Forget a flush listener."""

@@ -4,6 +4,8 @@ a master and a slave connection joined without sockets.
 `FakeLog` behaves like `MessageStore` where replication can tell: the confirm offset is clamped to
 [min, max] and only rises (except that `truncate` lowers it), append listeners run inline after
 every append, `truncate` cuts the log and then the epochs. `truncations` records every cut.
+`FakeLog(sync=True)` acknowledges only flushed bytes (SYNC flush); `flush()` stands in for the
+flusher and runs the flush listeners.
 """
 
 from __future__ import annotations
@@ -29,11 +31,13 @@ def record(body_size: int = 10, *, topic: str = "t") -> bytes:
 
 
 class FakeLog:
-    def __init__(self, *, segment_size: int = 4096, epochs: Iterable[EpochEntry] = ()) -> None:
+    def __init__(self, *, segment_size: int = 4096, epochs: Iterable[EpochEntry] = (), sync: bool = False) -> None:
         self.log = MemoryLog(segment_size=segment_size)
         self._epochs = EpochCache(list(epochs))
         self._confirm = 0
         self._listeners: list[Callable[[int], None]] = []
+        self._flush_listeners: list[Callable[[int], None]] = []
+        self.sync = sync
         self.truncations: list[int] = []
 
     # ---- ReplicatedLog
@@ -48,6 +52,14 @@ class FakeLog:
     @property
     def confirm_offset(self) -> int:
         return self._confirm
+
+    @property
+    def flushed_offset(self) -> int:
+        return self.log.max_offset - self.log.unflushed_bytes
+
+    @property
+    def ackable_offset(self) -> int:
+        return self.flushed_offset if self.sync else self.max_offset
 
     def set_confirm_offset(self, offset: int) -> None:
         self._confirm = max(self._confirm, min(max(offset, self.min_offset), self.max_offset))
@@ -75,6 +87,21 @@ class FakeLog:
 
     def add_append_listener(self, listener: Callable[[int], None]) -> None:
         self._listeners.append(listener)
+
+    def add_flush_listener(self, listener: Callable[[int], None]) -> None:
+        self._flush_listeners.append(listener)
+
+    def remove_flush_listener(self, listener: Callable[[int], None]) -> None:
+        if listener in self._flush_listeners:
+            self._flush_listeners.remove(listener)
+
+    def flush(self) -> None:
+        """Everything appended is now durable; flush listeners run if that moved the offset."""
+        before = self.flushed_offset
+        self.log.flush()
+        if self.flushed_offset > before:
+            for listener in tuple(self._flush_listeners):
+                listener(self.flushed_offset)
 
     # ---- test helpers
     def _appended(self) -> None:
