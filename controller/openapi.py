@@ -168,7 +168,8 @@ HAND_WRITTEN: dict[str, dict[str, Any]] = {
     },
     "StateDigestResponse": {
         "type": "object",
-        "description": "A digest of this node's applied Raft state: equal `digest` at equal `last_applied` on every node.",
+        "description": "A digest of this node's applied Raft state: "
+        "equal `digest` at equal `last_applied` on every node.",
         "properties": {
             "node_id": {"type": "string"},
             "term": {"type": "integer", "description": "This node's Raft term."},
@@ -282,6 +283,10 @@ OPERATIONS: tuple[Operation, ...] = (
         response=protocol.AlterSyncStateSetResponse,
         request=protocol.AlterSyncStateSetRequest,
         leader_only=True,
+        description="Committed only if `syncStateSetEpoch` is the current one (the answer carries it + 1). "
+        "brokergroup: each member being added must have reported, in its last heartbeat, a max offset of at "
+        "least `confirmOffset` (the master's confirm offset when it proposed), else CONTROLLER_INVALID_REPLICAS "
+        "(2003) names the replica that is behind.",
     ),
     Operation(
         "GET",
@@ -289,7 +294,14 @@ OPERATIONS: tuple[Operation, ...] = (
         "replica-info",
         "CONTROLLER_GET_REPLICA_INFO: master and sync-state-set of one broker set.",
         response=protocol.ReplicaInfoResponse,
-        parameters=(query("brokerName", {"type": "string", "minLength": 1}, "The broker set.", required=True),),
+        parameters=(
+            query("brokerName", {"type": "string", "minLength": 1}, "The broker set.", required=True),
+            query(
+                "brokerId",
+                {"type": "integer", "minimum": 1},
+                "A broker of the set: the answer's heartbeatAgeMs says how long ago the leader heard it.",
+            ),
+        ),
         leader_only=True,
     ),
     Operation(

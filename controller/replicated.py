@@ -13,18 +13,24 @@ asyncio side take it through `read()`. Apply results reach asyncio only through 
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import gzip
 import hashlib
 import json
 import logging
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated
+import pysyncobj.pickle
+from pysyncobj import SyncObjConf, SyncObjConsumer, replicated
 
 from brokergroup.controller import core, model, records
+from brokergroup.controller.journal import DurableJournal, Entry, OsDisk
+from brokergroup.controller.raft_fixes import FixedSyncObj
 from brokergroup.controller.settings import ControllerSettings
 
 logger = logging.getLogger(__name__)
@@ -88,12 +94,13 @@ class StateMachine(SyncObjConsumer):  # type: ignore[misc]
             body = {"state": self._state.to_dict(), "version": self._version, "setVersions": self._set_versions}
             return {"json": json.dumps(body)}
 
-    def _deserialize(self, data: dict[str, Any]) -> None:
+    def _deserialize(self, data: dict[str, Any], *, index: int = 0) -> None:
         body = json.loads(data["json"])
         with self.lock:
             self._state = model.ControllerState.from_dict(body["state"])
             self._version = int(body["version"])
             self._set_versions = {str(k): int(v) for k, v in body["setVersions"].items()}
+            self._applied_index = index
 
     # -- reads ----------------------------------------------------------------------------------
     def digest(self, raft_last_applied: Callable[[], int]) -> tuple[int, str]:
@@ -156,15 +163,117 @@ class StateMachine(SyncObjConsumer):  # type: ignore[misc]
         return {"applied": applied, "version": version, "index": index}
 
 
-def build_conf(settings: ControllerSettings, *, on_state_changed: Callable[[int, int], None]) -> SyncObjConf:
-    raft_dir = settings.data_dir / "raft"
+SNAPSHOT_FORMAT = "brokergroup-raft-snapshot/1"
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _entry_json(entry: Entry) -> list[Any]:
+    command, index, term = entry
+    return [base64.b64encode(bytes(command)).decode(), int(index), int(term)]
+
+
+def _entry_from_json(value: list[Any]) -> Entry:
+    return base64.b64decode(value[0]), int(value[1]), int(value[2])
+
+
+def _fsync_path(path: Path, *, directory: bool = False) -> None:
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Snapshots:
+    """pysyncobj's custom snapshot (`fullDumpFile`) serializer: JSON, synced before pysyncobj renames it.
+
+    pysyncobj passes `(last entry, previous entry, cluster)` and keeps nothing of the consumers
+    with a custom serializer, so the machine's state is taken (and restored) here. pysyncobj renames
+    the file into place without syncing the directory; the journal syncs it before it drops the
+    head of the log (`DurableJournal.deleteEntriesTo`). A snapshot received from the leader is
+    synced with its directory before it is loaded (so before the log is cleared for it)."""
+
+    def __init__(self, machine: StateMachine, journal: DurableJournal) -> None:
+        self.machine = machine
+        self.journal = journal
+
+    def serialize(self, path: str, data: tuple[Entry, Entry, Any]) -> None:
+        last, prev, cluster = data
+        body = {
+            "format": SNAPSHOT_FORMAT,
+            "last": _entry_json(last),
+            "prev": _entry_json(prev),
+            "cluster": sorted(str(getattr(node, "id", node)) for node in cluster),
+            "machine": self.machine._serialize(),
+        }
+        with open(path, "wb") as f:
+            f.write(json.dumps(body).encode())
+            f.flush()
+            os.fsync(f.fileno())
+
+    def deserialize(self, path: str) -> tuple[Entry, Entry, list[str]]:
+        _fsync_path(Path(path))
+        _fsync_path(Path(path).parent, directory=True)
+        raw = Path(path).read_bytes()
+        if raw[:2] == GZIP_MAGIC:  # pysyncobj's own format, written by this node before the durable journal
+            legacy = pysyncobj.pickle.loads(gzip.decompress(raw))
+            last, prev = tuple(legacy[1]), tuple(legacy[2])
+            self.machine._deserialize(legacy[0][1], index=int(last[1]))
+            cluster = [str(getattr(node, "id", node)) for node in legacy[3]]
+        else:
+            body = json.loads(raw)
+            if body.get("format") != SNAPSHOT_FORMAT:
+                raise ValueError(f"{path}: not a {SNAPSHOT_FORMAT} snapshot")
+            last, prev = _entry_from_json(body["last"]), _entry_from_json(body["prev"])
+            self.machine._deserialize(body["machine"], index=last[1])
+            cluster = [str(n) for n in body["cluster"]]
+        self.journal.align_with_snapshot(prev, last)
+        return last, prev, cluster
+
+
+def legacy_journal(raft_dir: Path) -> Callable[[], tuple[bytes | None, dict[str, Any]]]:
+    """The files of pysyncobj's `FileJournal` (before the durable journal), for a one-time migration."""
+
+    def load() -> tuple[bytes | None, dict[str, Any]]:
+        log = raft_dir / "journal"
+        meta = raft_dir / "journal.meta"
+        found: dict[str, Any] = {}
+        if meta.exists():  # our own file, written by pysyncobj 0.3.17 on this node
+            try:
+                found = dict(pysyncobj.pickle.loads(meta.read_bytes()))
+            except (ValueError, EOFError, TypeError, AttributeError, ImportError) as exc:
+                raise ValueError(f"{meta}: cannot migrate pysyncobj's term and vote ({exc})") from exc
+        return (log.read_bytes() if log.exists() else None), found
+
+    return load
+
+
+def open_journal(raft_dir: Path) -> DurableJournal:
+    new_dir = not raft_dir.exists()
     raft_dir.mkdir(parents=True, exist_ok=True)
+    if new_dir:
+        _fsync_path(raft_dir.parent, directory=True)
+    return DurableJournal(OsDisk(raft_dir), legacy=legacy_journal(raft_dir))
+
+
+def build_conf(
+    settings: ControllerSettings,
+    machine: StateMachine,
+    *,
+    on_state_changed: Callable[[int, int], None],
+    journal: DurableJournal | None = None,
+) -> SyncObjConf:
+    raft_dir = settings.data_dir / "raft"
+    journal = journal or open_journal(raft_dir)
+    snapshots = Snapshots(machine, journal)
     me = settings.me
     host = settings.raft.bind_host or me.raft.rsplit(":", 1)[0]
     return SyncObjConf(
         password=settings.raft.password or None,
-        journalFile=str(raft_dir / "journal"),
+        journalFile=journal,
         fullDumpFile=str(raft_dir / "snapshot"),
+        serializer=snapshots.serialize,
+        deserializer=snapshots.deserialize,
         useFork=False,
         autoTick=True,
         autoTickPeriod=0.05,
@@ -183,7 +292,7 @@ def build_conf(settings: ControllerSettings, *, on_state_changed: Callable[[int,
     )
 
 
-class RaftNode(SyncObj):  # type: ignore[misc]
+class RaftNode(FixedSyncObj):
     """A Raft member holding one `StateMachine`. Wraps pysyncobj's API in PEP 8 names."""
 
     def __init__(self, settings: ControllerSettings, machine: StateMachine, conf: SyncObjConf) -> None:

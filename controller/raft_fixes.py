@@ -1,0 +1,222 @@
+"""What we change in pysyncobj 0.3.17, carried in the project (the dependency stays pinned).
+
+`FixedSyncObj` subclasses `SyncObj` and overrides a few of its private (name-mangled) methods;
+`tests/unit/controller/test_raft_fixes_pin.py` fails when the pysyncobj internals we rely on
+change. What it changes:
+
+1. **A durable journal with group commit** (`journal.DurableJournal`, installed through
+   pysyncobj's `createJournal`). A follower's `next_node_idx` answers (its acknowledgements)
+   are held while the journal has unsynced writes and sent after one `flush()` at the end of the
+   tick, which covers every entry received in that tick. The leader flushes at the start of each
+   tick, before pysyncobj counts its own log towards the commit index. Term and vote are synced
+   by the journal before a vote or an append is answered.
+2. **No `nextIndex` rewind.** A late success reply for an older pipelined batch set the leader's
+   `nextIndex` back to that batch's end, so it re-sent entries the follower had. We keep the larger.
+3. **Truncate only on a conflict (Raft §5.3).** pysyncobj deletes every entry after `prevLogIdx`
+   and re-appends, even when the follower already holds the same entries. We drop the entries
+   the follower already has (same index and term) from an append before pysyncobj sees it, and
+   never truncate when nothing conflicts.
+4. **PreVote (Raft thesis §9.6) with leader stickiness.** When its election timer expires a node
+   first asks for pre-votes for term + 1 without changing its term; a node grants one only if its
+   log is not newer and it has not heard from a leader within the minimum election timeout (a
+   leader never grants). Only with a majority of pre-votes does it start a real election, so a
+   node that was away (SIGSTOP, partition) does not depose a healthy leader.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pysyncobj.journal
+import pysyncobj.syncobj
+from pysyncobj import SyncObj
+
+from brokergroup.controller.journal import DurableJournal
+
+logger = logging.getLogger(__name__)
+
+LEADER = 2  # pysyncobj.syncobj._RAFT_STATE.LEADER
+
+_original_create_journal: Callable[[Any], Any] = pysyncobj.syncobj.createJournal
+
+
+def _create_journal(journal_file: Any = None) -> Any:
+    """pysyncobj's `createJournal`, except that a `DurableJournal` passed as `journalFile` is used as is."""
+    if isinstance(journal_file, DurableJournal):
+        return journal_file
+    return _original_create_journal(journal_file)
+
+
+def install() -> None:
+    """Let `SyncObjConf(journalFile=<DurableJournal>)` use our journal (idempotent, same behaviour otherwise)."""
+    pysyncobj.syncobj.createJournal = _create_journal
+
+
+class FixedSyncObj(SyncObj):  # type: ignore[misc]
+    """`SyncObj` with the fixes above. `conf.journalFile` must be a `DurableJournal`."""
+
+    _SyncObj__raftElectionDeadline: float
+
+    def __init__(self, self_node: str, other_nodes: list[str], conf: Any, **kwargs: Any) -> None:
+        if not isinstance(conf.journalFile, DurableJournal):
+            raise TypeError("FixedSyncObj needs SyncObjConf(journalFile=DurableJournal(...))")
+        install()
+        self._journal: DurableJournal = conf.journalFile
+        self._held_acks: list[tuple[Any, dict[str, Any]]] = []
+        self._last_leader_contact = 0.0
+        self._prevote_term: int | None = None
+        self._prevote_granted: set[str] = set()
+        self._prevote_won = False
+        self.nextindex_rewinds_prevented = 0
+        self.redundant_truncations_prevented = 0
+        self.prevotes_started = 0
+        super().__init__(self_node, other_nodes, conf, **kwargs)
+
+    # -- 1. group commit --------------------------------------------------------------------------
+    def _flush_and_release(self) -> None:
+        self._journal.flush()
+        if self._held_acks:
+            held, self._held_acks = self._held_acks, []
+            transport = self._SyncObj__transport
+            for node, message in held:
+                transport.send(node, message)
+
+    def _SyncObj__sendNextNodeIdx(
+        self, node: Any, reset: bool = False, nextNodeIdx: int | None = None, success: bool = False
+    ) -> None:
+        if nextNodeIdx is None:
+            nextNodeIdx = self._SyncObj__raftLog[-1][1] + 1
+        message = {"type": "next_node_idx", "next_node_idx": nextNodeIdx, "reset": reset, "success": success}
+        if self._journal.dirty or self._held_acks:
+            self._held_acks.append((node, message))
+        else:
+            self._SyncObj__transport.send(node, message)
+
+    def _checkCommandsToApply(self) -> None:
+        # The leader appended this tick's commands and sent them; sync them while the followers do.
+        super()._checkCommandsToApply()
+        self._flush_and_release()
+
+    def _onTick(self, timeToWait: float = 0.0) -> None:
+        # Before pysyncobj counts the leader's own log towards the commit index, that log is on disk.
+        self._flush_and_release()
+        self._prevote_instead_of_election()
+        super()._onTick(timeToWait)
+        # After the poll: every append received in this tick is synced by one fdatasync, then answered.
+        self._flush_and_release()
+
+    # -- messages -----------------------------------------------------------------------------------
+    def _SyncObj__onMessageReceived(self, node: Any, message: dict[str, Any]) -> None:
+        kind = message.get("type")
+        if kind == "pre_vote":
+            self._answer_prevote(node, message)
+            return
+        if kind == "pre_vote_response":
+            self._count_prevote(node, message)
+            return
+        if kind == "append_entries" and message.get("term", -1) >= self._SyncObj__raftCurrentTerm:
+            self._last_leader_contact = time.monotonic()
+            self._prevote_term, self._prevote_won = None, False
+            message = self._without_entries_we_have(node, message)
+            if message.get("_handled"):
+                return
+        if kind == "next_node_idx" and self._SyncObj__raftState == LEADER and message.get("success"):
+            before = self._SyncObj__raftNextIndex.get(node)
+            super()._SyncObj__onMessageReceived(node, message)
+            after = self._SyncObj__raftNextIndex.get(node)
+            if before is not None and after is not None and after < before:
+                self._SyncObj__raftNextIndex[node] = before
+                self.nextindex_rewinds_prevented += 1
+            return
+        super()._SyncObj__onMessageReceived(node, message)
+
+    # -- 3. truncate only on a conflict ---------------------------------------------------------
+    def _without_entries_we_have(self, node: Any, message: dict[str, Any]) -> dict[str, Any]:
+        if "prevLogIdx" not in message or "transmission" in message or message.get("prevLogIdx") is None:
+            return message
+        log = self._SyncObj__raftLog
+        first, last = log[0][1], log[-1][1]
+        prev_idx, prev_term = message["prevLogIdx"], message["prevLogTerm"]
+        if not first <= prev_idx <= last or log[prev_idx - first][2] != prev_term:
+            return message  # pysyncobj answers: reset / mismatch
+        entries = list(message.get("entries") or [])
+        skip = 0
+        for entry in entries:
+            idx = entry[1]
+            if idx > last or log[idx - first][2] != entry[2]:
+                break
+            skip += 1
+        if skip == 0 and (entries or prev_idx == last):
+            return message
+        verified = entries[skip - 1] if skip else (None, prev_idx, prev_term)
+        rest = entries[skip:]
+        if rest or verified[1] == last:
+            return {**message, "prevLogIdx": verified[1], "prevLogTerm": verified[2], "entries": rest}
+        # Everything the leader sent is already here and our log goes further: do not truncate
+        # (the entries after it are not known to conflict). Let pysyncobj take the leader, term and
+        # commit index from a message without entries, with the commit index capped at what is verified.
+        self.redundant_truncations_prevented += 1
+        bare = {k: v for k, v in message.items() if k not in ("prevLogIdx", "prevLogTerm", "entries")}
+        bare["commit_index"] = min(message["commit_index"], verified[1])
+        super()._SyncObj__onMessageReceived(node, bare)
+        self._SyncObj__sendNextNodeIdx(node, nextNodeIdx=verified[1] + 1, success=True)
+        return {"_handled": True}
+
+    # -- 4. PreVote -------------------------------------------------------------------------------
+    def _majority(self, votes: int) -> bool:
+        return votes > (len(self._SyncObj__otherNodes) + 1) / 2
+
+    def _prevote_instead_of_election(self) -> None:
+        """Runs before pysyncobj's tick: turn an expired election timer into a pre-vote round."""
+        if self._SyncObj__raftState == LEADER or self._SyncObj__selfNode is None:
+            return
+        now = time.monotonic()
+        if self._SyncObj__raftElectionDeadline >= now or not self._SyncObj__connectedToAnyone():
+            return
+        if self._prevote_won or self._SyncObj__transferInProgress:
+            self._prevote_won = False  # pysyncobj starts the real election in this tick
+            return
+        self._SyncObj__raftElectionDeadline = now + self._SyncObj__generateRaftTimeout()
+        log = self._SyncObj__raftLog
+        self._prevote_term = self._SyncObj__raftCurrentTerm + 1
+        self._prevote_granted = {self._SyncObj__selfNode.id}
+        self.prevotes_started += 1
+        request = {
+            "type": "pre_vote",
+            "term": self._prevote_term,
+            "last_log_index": log[-1][1],
+            "last_log_term": log[-1][2],
+        }
+        for other in self._SyncObj__otherNodes:
+            self._SyncObj__transport.send(other, request)
+        self._check_prevote()
+
+    def _answer_prevote(self, node: Any, message: dict[str, Any]) -> None:
+        log = self._SyncObj__raftLog
+        last_term, last_idx = log[-1][2], log[-1][1]
+        up_to_date = (message["last_log_term"], message["last_log_index"]) >= (last_term, last_idx)
+        leader_heard = (
+            self._SyncObj__raftLeader is not None
+            and time.monotonic() - self._last_leader_contact < self._SyncObj__conf.raftMinTimeout
+        )
+        granted = (
+            message["term"] > self._SyncObj__raftCurrentTerm
+            and up_to_date
+            and self._SyncObj__raftState != LEADER
+            and not leader_heard
+        )
+        self._SyncObj__transport.send(node, {"type": "pre_vote_response", "term": message["term"], "granted": granted})
+
+    def _count_prevote(self, node: Any, message: dict[str, Any]) -> None:
+        if message.get("granted") and message.get("term") == self._prevote_term:
+            self._prevote_granted.add(node.id)
+            self._check_prevote()
+
+    def _check_prevote(self) -> None:
+        if self._prevote_term is not None and self._majority(len(self._prevote_granted)):
+            self._prevote_term = None
+            self._prevote_won = True
+            self._SyncObj__raftElectionDeadline = 0.0  # the next tick starts the real election
