@@ -31,6 +31,9 @@ CHILD_KINDS = (
     ("", "v1", "secrets"),
     ("policy", "v1", "poddisruptionbudgets"),
     ("networking.k8s.io", "v1", "networkpolicies"),
+    ("", "v1", "serviceaccounts"),
+    ("rbac.authorization.k8s.io", "v1", "roles"),
+    ("rbac.authorization.k8s.io", "v1", "rolebindings"),
 )
 
 

@@ -31,6 +31,9 @@ PRUNABLE: tuple[tuple[str, str], ...] = (
     ("v1", "ConfigMap"),
     ("policy/v1", "PodDisruptionBudget"),
     ("networking.k8s.io/v1", "NetworkPolicy"),
+    ("v1", "ServiceAccount"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
 )
 
 

@@ -51,6 +51,11 @@ def broker_set(bg: str, index: int) -> str:
     return f"{bg}-broker-{index}"
 
 
+def broker_account(bg: str) -> str:
+    """ServiceAccount, Role and RoleBinding of the broker pods (they patch their own role labels)."""
+    return f"{bg}-broker"
+
+
 def broker_master_service(bg: str, index: int) -> str:
     return f"{broker_set(bg, index)}-master"
 

@@ -20,6 +20,7 @@ from brokergroup.operator.builders.controller import (
 )
 from brokergroup.operator.builders.meta import Owner, live_spec_hash, owner_reference, spec_hash, with_spec_hash
 from brokergroup.operator.builders.policy import disruption_budgets, network_policy
+from brokergroup.operator.builders.rbac import broker_role, broker_role_binding, broker_service_account
 from brokergroup.operator.builders.secret import auth_secret_problems, new_auth_secret
 from brokergroup.operator.spec import BrokerGroupSpec
 
@@ -36,13 +37,15 @@ __all__ = [
 
 
 def desired_children(owner: Owner, spec: BrokerGroupSpec) -> list[dict[str, Any]]:
-    """Every child but the auth Secret, in apply order: the ConfigMap, the Services, the
-    StatefulSets (whose pods need both), the PodDisruptionBudgets, the NetworkPolicy."""
+    """Every child but the auth Secret, in apply order: the ConfigMap, the Services, the brokers'
+    ServiceAccount, Role and RoleBinding, the StatefulSets (whose pods need them), the
+    PodDisruptionBudgets, the NetworkPolicy."""
     sets = range(spec.brokers.sets)
     configmap = config_map(owner, spec)
     children = [configmap, controller_headless_service(owner), controller_api_service(owner)]
     for i in sets:
         children += [broker_headless_service(owner, i), broker_master_service(owner, i)]
+    children += [broker_service_account(owner), broker_role(owner, spec), broker_role_binding(owner)]
     children.append(controller_stateful_set(owner, spec, config_hash(configmap, CONTROLLER_TOML)))
     children += [broker_stateful_set(owner, spec, i, config_hash(configmap, BROKER_TOML)) for i in sets]
     children += disruption_budgets(owner, spec)

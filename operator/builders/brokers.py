@@ -47,6 +47,8 @@ def broker_process(owner: Owner, spec: BrokerGroupSpec, index: int) -> Process:
         storage=spec.brokers.storage,
         startup_seconds=STARTUP_SECONDS,
         grace_seconds=GRACE_SECONDS,
+        # Each broker patches its own Pod's role label (builders.rbac: patch on the group's broker pods only).
+        service_account=names.broker_account(owner.name),
     )
 
 

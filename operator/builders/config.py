@@ -39,6 +39,9 @@ CONTROLLER_RAFT_PASSWORD_ENV: Final = "BG_CONTROLLER_RAFT__PASSWORD"  # noqa: S1
 CONTROLLER_ADMIN_TOKEN_ENV: Final = "BG_CONTROLLER_API__ADMIN_TOKEN"  # noqa: S105 (a variable name)
 BROKER_NAME_ENV: Final = "BG_BROKER_BROKER_NAME"
 BROKER_ADVERTISE_HOST_ENV: Final = "BG_BROKER_ADVERTISE_HOST"
+BROKER_POD_LABELS_ENV: Final = "BG_BROKER_KUBERNETES__ENABLED"
+BROKER_POD_NAME_ENV: Final = "BG_BROKER_KUBERNETES__POD_NAME"
+BROKER_POD_NAMESPACE_ENV: Final = "BG_BROKER_KUBERNETES__NAMESPACE"
 
 
 # ---- settings files -----------------------------------------------------------------------------------
@@ -147,4 +150,8 @@ def broker_env(bg: str, index: int, namespace: str) -> list[dict[str, Any]]:
         _field_env(POD_NAME_ENV, "metadata.name"),
         {"name": BROKER_NAME_ENV, "value": names.broker_set(bg, index)},
         {"name": BROKER_ADVERTISE_HOST_ENV, "value": advertise},
+        # The broker labels its own Pod with its role (brokergroup.broker.podlabels).
+        {"name": BROKER_POD_LABELS_ENV, "value": "true"},
+        _field_env(BROKER_POD_NAME_ENV, "metadata.name"),
+        _field_env(BROKER_POD_NAMESPACE_ENV, "metadata.namespace"),
     ]

@@ -53,6 +53,8 @@ class Process:
     """How long the first /healthz may take (journal or commit-log recovery) before liveness counts."""
     grace_seconds: int
     """terminationGracePeriodSeconds."""
+    service_account: str | None = None
+    """The pods' ServiceAccount, with its token mounted; None: no ServiceAccount token at all."""
 
 
 def container_security_context() -> dict[str, Any]:
@@ -159,6 +161,13 @@ def volumes(bg: str, config_file: str) -> list[dict[str, Any]]:
     ]
 
 
+def service_account(account: str | None) -> dict[str, Any]:
+    """Pod spec fields for the ServiceAccount: a named one with its token, or no token at all."""
+    if account is None:
+        return {"automountServiceAccountToken": False}
+    return {"serviceAccountName": account, "automountServiceAccountToken": True}
+
+
 def stateful_set(
     owner: Owner,
     spec: BrokerGroupSpec,
@@ -196,7 +205,7 @@ def stateful_set(
                     "securityContext": pod_security_context(),
                     "terminationGracePeriodSeconds": process.grace_seconds,
                     "enableServiceLinks": False,
-                    "automountServiceAccountToken": False,
+                    **service_account(process.service_account),
                     "affinity": anti_affinity(selector),
                     "containers": [container(spec, process)],
                     "volumes": volumes(owner.name, process.config_file),

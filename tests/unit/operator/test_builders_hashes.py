@@ -59,7 +59,11 @@ def test_restamping_an_adjusted_object_changes_its_hash() -> None:
 @pytest.mark.parametrize(
     ("fields", "expected"),
     [
-        ({"brokers": {"replicas": 5}}, {("StatefulSet", "demo-broker-0"), ("StatefulSet", "demo-broker-1")}),
+        (
+            {"brokers": {"replicas": 5}},
+            # The brokers' Role names every broker pod: a new pod may patch its own label.
+            {("StatefulSet", "demo-broker-0"), ("StatefulSet", "demo-broker-1"), ("Role", "demo-broker")},
+        ),
         (
             {"brokers": {"replication": "Async"}},
             {("ConfigMap", "demo-config"), ("StatefulSet", "demo-broker-0"), ("StatefulSet", "demo-broker-1")},
@@ -102,6 +106,7 @@ def test_adding_a_set_adds_its_children_and_changes_nothing_else() -> None:
         ("Service", "demo-broker-1-master"),
         ("StatefulSet", "demo-broker-1"),
         ("PodDisruptionBudget", "demo-broker-1"),
+        ("Role", "demo-broker"),
     }
 
 

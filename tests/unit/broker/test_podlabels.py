@@ -1,0 +1,136 @@
+"""The broker's own Pod role label (`broker.podlabels`): the patch, retries, back-off, newest-wins, and that
+the event loop's side never waits for the Kubernetes API. The patcher is our own seam (a callable)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from brokergroup.broker.metrics import BrokerMetrics
+from brokergroup.broker.podlabels import PatchFailed, PodLabeler, Wanted
+
+
+def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.005)
+
+
+class FakeApi:
+    """Records every patch; fails the first `failures` with `result`; blocks while `gate` is clear."""
+
+    def __init__(self, failures: int = 0, result: str = "refused") -> None:
+        self.patches: list[dict[str, Any]] = []
+        self.attempts = 0
+        self.failures = failures
+        self.result = result
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def __call__(self, patch: dict[str, Any]) -> None:
+        self.gate.wait()
+        self.attempts += 1
+        if self.attempts <= self.failures:
+            raise PatchFailed(self.result, "403 Forbidden")
+        self.patches.append(patch)
+
+
+@pytest.fixture
+def metrics() -> BrokerMetrics:
+    return BrokerMetrics(CollectorRegistry())
+
+
+@pytest.fixture
+def make(metrics: BrokerMetrics) -> Iterator[Callable[[FakeApi], PodLabeler]]:
+    made: list[PodLabeler] = []
+
+    def build(api: FakeApi) -> PodLabeler:
+        labeler = PodLabeler(
+            api, pod="bg-broker-0-1", patches=metrics.pod_label_patches, in_sync=metrics.pod_label_in_sync
+        )
+        labeler.start()
+        made.append(labeler)
+        return labeler
+
+    yield build
+    for labeler in made:
+        labeler.stop()
+
+
+def count(metrics: BrokerMetrics, result: str) -> float:
+    value = metrics.registry.get_sample_value("brokergroup_broker_pod_label_patches_total", {"result": result})
+    return value or 0.0
+
+
+def test_the_patch_names_role_broker_id_and_epoch_and_removes_the_role_without_one() -> None:
+    assert Wanted("master", broker_id=2, epoch=7).patch() == {
+        "metadata": {
+            "labels": {"brokergroup.io/role": "master", "brokergroup.io/broker-id": "2"},
+            "annotations": {"brokergroup.io/master-epoch": "7"},
+        }
+    }
+    assert Wanted(None).patch() == {"metadata": {"labels": {"brokergroup.io/role": None}}}
+
+
+def test_the_first_patch_clears_a_stale_master_label_and_only_then_is_the_broker_ready(
+    make: Callable[[FakeApi], PodLabeler], metrics: BrokerMetrics
+) -> None:
+    api = FakeApi()
+    api.gate.clear()
+    labeler = make(api)
+    assert not labeler.cleared
+    api.gate.set()
+    until(lambda: labeler.cleared)
+    assert api.patches[0] == {"metadata": {"labels": {"brokergroup.io/role": None}}}
+    assert metrics.registry.get_sample_value("brokergroup_broker_pod_label_in_sync") == 1
+
+
+def test_a_refused_patch_is_logged_once_counted_and_retried_until_it_lands(
+    make: Callable[[FakeApi], PodLabeler], metrics: BrokerMetrics, caplog: pytest.LogCaptureFixture
+) -> None:
+    api = FakeApi(failures=3)
+    with caplog.at_level(logging.WARNING, logger="brokergroup.broker.podlabels"):
+        labeler = make(api)
+        labeler.publish(Wanted("slave", broker_id=1, epoch=3))
+        until(lambda: labeler.in_sync and api.patches != [], timeout=15)
+    assert count(metrics, "refused") == 3
+    assert count(metrics, "ok") >= 1
+    assert api.patches[-1]["metadata"]["labels"]["brokergroup.io/role"] == "slave"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert sum("cannot set role label" in w for w in warnings) == 1, warnings
+    assert sum("patched again" in w for w in warnings) == 1, warnings
+
+
+def test_publishing_never_waits_for_the_api_and_the_newest_role_wins(make: Callable[[FakeApi], PodLabeler]) -> None:
+    api = FakeApi()
+    api.gate.clear()  # the API hangs
+    labeler = make(api)
+    started = time.monotonic()
+    for epoch in range(1, 50):
+        labeler.publish(Wanted("slave" if epoch % 2 else "master", broker_id=1, epoch=epoch))
+    assert time.monotonic() - started < 0.5, "publish blocked on the Kubernetes API"
+    assert not labeler.in_sync
+    api.gate.set()
+    until(lambda: labeler.in_sync)
+    # The first (start) patch was in flight; after it only the newest state is sent, not all 49.
+    assert len(api.patches) <= 3, api.patches
+    assert api.patches[-1]["metadata"]["annotations"] == {"brokergroup.io/master-epoch": "49"}
+    assert api.patches[-1]["metadata"]["labels"]["brokergroup.io/role"] == "slave"
+
+
+def test_a_timeout_is_counted_as_such_and_the_role_label_catches_up(
+    make: Callable[[FakeApi], PodLabeler], metrics: BrokerMetrics
+) -> None:
+    api = FakeApi(failures=1, result="timeout")
+    labeler = make(api)
+    labeler.publish(Wanted("master", broker_id=2, epoch=4))
+    until(lambda: labeler.in_sync and api.patches != [])
+    assert count(metrics, "timeout") == 1
+    assert api.patches[-1]["metadata"]["labels"]["brokergroup.io/role"] == "master"
