@@ -287,7 +287,7 @@ async def healthz(_request: web.Request) -> web.Response:
 
 async def readyz(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
-    ready = not ctx.role.fenced
+    ready = ctx.role.ready()
     return web.json_response({"ready": ready, "role": ctx.role.role.value}, status=200 if ready else 503)
 
 

@@ -46,6 +46,15 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--async-learner", dest="ha.async_learner", action="store_const", const=True)
     p.add_argument("--election-priority", dest="controller.election_priority", type=int)
     p.add_argument(
+        "--kubernetes-pod-labels",
+        dest="kubernetes.enabled",
+        action="store_const",
+        const=True,
+        help="patch this broker's own Pod with its role label on every role change (needs --pod-name, --pod-namespace)",
+    )
+    p.add_argument("--pod-name", dest="kubernetes.pod_name", help="this broker's Pod (Kubernetes)")
+    p.add_argument("--pod-namespace", dest="kubernetes.namespace", help="the Pod's namespace (Kubernetes)")
+    p.add_argument(
         "--set",
         dest="overrides",
         action="append",

@@ -10,6 +10,7 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from brokergroup.broker import podlabels
 from brokergroup.broker.api import BrokerContext, create_app
 from brokergroup.broker.ha.service import HAService
 from brokergroup.broker.metrics import BrokerMetrics
@@ -55,6 +56,7 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event | None = N
         role = RoleManager(
             settings=settings, store=store, make_ha=make_ha, controller=controller, session=session, address=""
         )
+        labeler = podlabels.attach(role, settings.kubernetes, metrics)  # off outside Kubernetes
         puts = PutPath(store=store, flusher=flusher, role=role, metrics=metrics)
         ctx = BrokerContext(settings=settings, store=store, role=role, puts=puts, metrics=metrics, address="")
         runner = web.AppRunner(create_app(ctx), access_log=None)
@@ -77,6 +79,8 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event | None = N
             await stop.wait()
         finally:
             await role.close()
+            if labeler is not None:
+                await asyncio.to_thread(labeler.stop)
             await flusher.stop()
             await runner.cleanup()
             store.close()

@@ -141,6 +141,10 @@ class RoleManager:
         self._follow: asyncio.Task[None] | None = None
         self._sync_now = asyncio.Event()
         self._streams = [HeartbeatStream(a, session=session) for a in settings.controller.addresses]
+        self.on_role_change: Callable[[Role, int, int | None], None] | None = None
+        """Told (role, master epoch, broker id) on every role change; `podlabels` relabels the pod. Must not block."""
+        self.ready_gate: Callable[[], bool] = lambda: True
+        """Readiness waits for this too (the pod label's first patch, which clears a stale `role=master`)."""
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -357,12 +361,14 @@ class RoleManager:
                 # Taking the role (as RocketMQ does) would relabel newer data; stay fenced instead.
                 logger.error("refusing the master role at epoch %s: %s", decision.master_epoch, exc)  # noqa: TRY400
                 self.role, self.fenced = Role.NONE, True
+                self._announce()
                 return
             self.master_epoch = decision.master_epoch
             self.role = Role.MASTER
             self.master_broker_id = self.broker_id
             self.master_address = self.address
             self.fenced = False
+            self._announce()
             logger.info(
                 "now MASTER of %s at epoch %s, sync-state-set %s",
                 self.settings.broker_name,
@@ -380,6 +386,7 @@ class RoleManager:
             self.master_broker_id = decision.master_broker_id
             self.master_address = decision.master_address
             self.fenced = False
+            self._announce()  # demote first: the pod says slave before the slave starts following
             if self._follow is not None:
                 self._follow.cancel()
             assert decision.master_address is not None
@@ -393,6 +400,14 @@ class RoleManager:
                 decision.master_address,
                 decision.master_epoch,
             )
+
+    def _announce(self) -> None:
+        if self.on_role_change is not None:
+            self.on_role_change(self.role, self.master_epoch, self.broker_id)
+
+    def ready(self) -> bool:
+        """Ready for traffic (`/readyz`): not fenced, and `ready_gate` passed."""
+        return not self.fenced and self.ready_gate()
 
     async def _follow_master(self, master_address: str, epoch: int) -> None:
         """Learn the master's HA address from its status, then replicate from it."""

@@ -107,6 +107,31 @@ class ControllerLinkSettings(BaseModel):
         return self
 
 
+class KubernetesSettings(BaseModel):
+    """The broker's own Pod labels (`brokergroup.broker.podlabels`): off outside Kubernetes."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    enabled: bool = False
+    """Patch this broker's Pod with its role on every role change (the operator sets it on in its pods)."""
+    pod_name: str | None = None
+    """This broker's Pod (the downward API's metadata.name)."""
+    namespace: str | None = None
+    """The Pod's namespace (the downward API's metadata.namespace)."""
+    kubeconfig: Path | None = None
+    """Credentials outside a pod; default: the pod's ServiceAccount (in-cluster)."""
+    request_timeout_ms: Annotated[int, Field(ge=100, le=60_000)] = 2000
+    """One patch may take this long; then it counts as a timeout and is retried."""
+
+    @model_validator(mode="after")
+    def _pod(self) -> KubernetesSettings:
+        if self.enabled and not (self.pod_name and self.namespace):
+            raise ValueError(
+                "kubernetes.enabled needs kubernetes.pod_name and kubernetes.namespace (the downward API's "
+                "metadata.name and metadata.namespace)"
+            )
+        return self
+
+
 class BrokerSettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="BG_BROKER_", env_nested_delimiter="__", extra="forbid", use_attribute_docstrings=True
@@ -127,6 +152,7 @@ class BrokerSettings(BaseSettings):
     store: StoreSettings = Field(default_factory=StoreSettings)
     ha: HASettings = Field(default_factory=HASettings)
     controller: ControllerLinkSettings = Field(default_factory=ControllerLinkSettings)
+    kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)
 
     @model_validator(mode="after")
     def _consistent(self) -> BrokerSettings:
