@@ -314,7 +314,7 @@ class DurableJournal:
 
     def getRaftCommitIndex(self) -> int:
         saved = int(self._meta.get("raftCommitIndex", 1))
-        return min(saved, self._entries[-1][1]) if self._entries else saved
+        return min(saved, self._entries[-1][1] if self._entries else 1)
 
     def setCurrentTerm(self, term: int, votedForNodeId: str | None) -> None:
         self._meta["currentTerm"] = term
