@@ -3,6 +3,7 @@
     brokergroup chaos run [--faults N] [--mode sync|async] [--nemesis kill,stop,partition,...]
                           [--seed S] [--out DIR] [--sets 1] [--profile fast|default]
     brokergroup chaos check DIR      # re-check a run's history.jsonl and controller event logs
+    brokergroup chaos powerfs mount|drop|status ...   # the power-loss file system (powerfs.py)
 
 Both exit 0 on VALID, 1 on INVALID (the checker finds a violation of the mode's guarantees, or
 the cluster does not recover from a fault), 3 on INCOMPLETE (no violation, but too little was
@@ -25,7 +26,7 @@ from typing import Any
 
 from brokergroup.local import profiles
 
-DEFAULT_NEMESIS = "kill,stop,partition"
+DEFAULT_NEMESIS = "kill,stop,partition,power"
 
 
 def add_parser(sub: Any) -> None:
@@ -47,6 +48,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--rate", type=float, default=25.0, help="sends per second per producer (default 25)")
     p.add_argument("--no-netns", action="store_true", help="run on 127.0.0.1 without namespaces (no partitions)")
     p.set_defaults(func=run)
+    f = kinds.add_parser("powerfs", help="the power-loss file system: mount, drop (power loss) or status")
+    f.add_argument("powerfs_args", nargs=argparse.REMAINDER, help="mount|drop|status and their options")
+    f.set_defaults(func=power_fs)
     c = kinds.add_parser("check", help="check a finished run's history and event logs again")
     c.add_argument("dir", type=Path, help="a run's output folder")
     c.add_argument("--mode", choices=sorted(profiles.MODES), default="sync")
@@ -58,8 +62,8 @@ def _print(line: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from brokergroup.chaos import checker, netns
-    from brokergroup.chaos.nemesis import NemesisError, expand
+    from brokergroup.chaos import checker, netns, powerfs
+    from brokergroup.chaos.nemesis import POWER_LOSS, NemesisError, expand
     from brokergroup.chaos.runner import ChaosRun, RunOptions
     from brokergroup.chaos.topology import ClusterSpec
 
@@ -70,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     use_netns = not args.no_netns and not missing
     try:
         if args.nemesis is None:
-            spec_text = DEFAULT_NEMESIS if use_netns else "kill,stop"
+            spec_text = DEFAULT_NEMESIS if use_netns else "kill,stop,power"
             if not use_netns and not args.no_netns:
                 _print(f"partitions disabled: {'; '.join(missing)}")
         else:
@@ -79,6 +83,13 @@ def run(args: argparse.Namespace) -> int:
     except NemesisError as exc:
         why = f" ({'; '.join(missing)})" if missing else ""
         print(f"brokergroup chaos run: {exc}{why}", file=sys.stderr)
+        return 2
+    power_missing = powerfs.missing_capabilities() if POWER_LOSS in kinds else []
+    if power_missing and args.nemesis is None:
+        kinds = [k for k in kinds if k != POWER_LOSS]
+        _print(f"power loss disabled: {'; '.join(power_missing)}")
+    elif power_missing:
+        print(f"brokergroup chaos run: {POWER_LOSS} needs FUSE: {'; '.join(power_missing)}", file=sys.stderr)
         return 2
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     out = args.out or Path(f"brokergroup-chaos-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -93,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
             mode=profiles.mode(args.mode),
             profile=profiles.profile(args.profile),
             netns=use_netns,
+            power_fs=POWER_LOSS in kinds,
         ),
         rate=args.rate,
     )
@@ -122,6 +134,20 @@ def render(result: dict[str, Any]) -> str:
         lines.append(f"tolerated in {summary['mode']} mode (counted, not failing): {', '.join(verdict['tolerated'])}")
     for kind, examples in verdict["examples"].items():
         lines.append(f"  {kind}: {json.dumps(examples[:3])}")
+    losses = [f for f in result["faults"] if f["kind"] == "power-loss"]
+    if losses:
+        dropped = {
+            k: sum(f["dropped"][k] for f in losses) for k in ("files_reverted", "bytes_lost", "entries_reverted")
+        }
+        lines.append(
+            f"power losses: {len(losses)}; unsynced data dropped: {dropped['bytes_lost']} bytes in "
+            f"{dropped['files_reverted']} files, entries of {dropped['entries_reverted']} directories"
+        )
+    raft = result.get("raftStates")
+    if raft is not None:
+        nodes = ", ".join(f"{n['node_id']}@{n['last_applied']}:{n['digest'][:12]}" for n in raft["nodes"])
+        agreed = "identical" if raft["agreed"] else f"DIFFER ({raft['problem']})"
+        lines.append(f"controllers' states: {agreed}; {nodes}")
     for problem in result["liveness"]:
         lines.append(f"liveness: {problem}")
     lines.append(status_line(result["status"], verdict, summary["mode"]))
@@ -136,6 +162,12 @@ def status_line(status: str, verdict: dict[str, Any], mode: str) -> str:
     return f"INVALID: {', '.join(verdict['failing']) or 'the cluster did not recover (liveness)'}"
 
 
+def power_fs(args: argparse.Namespace) -> int:
+    from brokergroup.chaos import powerfs
+
+    return powerfs.main(args.powerfs_args)
+
+
 def check(args: argparse.Namespace) -> int:
     from brokergroup.chaos import checker
     from brokergroup.chaos.history import read_history
@@ -145,7 +177,8 @@ def check(args: argparse.Namespace) -> int:
     if not history.exists():
         print(f"brokergroup chaos check: {history} does not exist", file=sys.stderr)
         return 2
-    logs = sorted((args.dir / "cluster" / "controllers").glob("n*/events/*.jsonl"))
+    cluster = args.dir / "cluster"  # data dirs are under disks/ when the run used the power-loss file system
+    logs = sorted([*cluster.glob("controllers/n*/events/*.jsonl"), *cluster.glob("disks/n*/events/*.jsonl")])
     tolerate = ASYNC_TOLERATED if args.mode == "async" else ()
     verdict = checker.check(read_history(history), load_events(logs), tolerate=tolerate)
     print(json.dumps(verdict, indent=2))

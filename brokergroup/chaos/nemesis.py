@@ -19,6 +19,12 @@ Fault kinds (`--nemesis` takes kinds or the families `kill`, `stop`, `partition`
 
 Partitions need the cluster's network namespaces (`ClusterSpec(netns=True)`).
 
+Power (`power`, needs the power-loss file system: `ClusterSpec(power_fs=True)`):
+
+- power-loss: every replica of a set and a majority or all of the controllers lose power at
+  once: SIGKILL of each, then every write and directory change their disks had not fsynced is
+  dropped (`brokergroup.chaos.powerfs`). Heal: restart them (controllers first).
+
 What each partition exercises: cut off from the controllers, the master stops acknowledging when
 its write lease runs out (docs/broker.md), and after the heartbeat timeout the controllers elect
 one of its in-sync slaves; on heal the old master learns it was replaced and truncates to the new
@@ -49,12 +55,16 @@ PARTITION_KINDS = (
     "partition-master-slaves-kill",
 )
 CUT_BEFORE_KILL_S = 1.0
+POWER_LOSS = "power-loss"
 KINDS = PROCESS_KINDS + PARTITION_KINDS
 FAMILIES = {
     "kill": tuple(k for k in KINDS if k.startswith("kill-")),
     "stop": tuple(k for k in KINDS if k.startswith("stop-")),
     "partition": PARTITION_KINDS,
 }
+
+KINDS = (*KINDS, POWER_LOSS)
+FAMILIES["power"] = (POWER_LOSS,)
 
 
 class NemesisError(ValueError):
@@ -98,7 +108,9 @@ class Nemesis:
     async def inject(self, kind: str) -> Fault:
         action, _, target_kind = kind.partition("-")
         broker_set = self.rng.choice(sorted(self.cluster.sets))
-        if action == "partition":
+        if kind == POWER_LOSS:
+            fault = await self._power_loss(broker_set)
+        elif action == "partition":
             fault = await self._partition(kind, broker_set)
         else:
             target = await self._target(target_kind, broker_set)
@@ -110,6 +122,11 @@ class Nemesis:
         return fault
 
     async def heal(self, fault: Fault) -> None:
+        if fault.kind == POWER_LOSS:
+            for name in fault.detail["controllers"] + fault.detail["brokers"]:
+                self.cluster.restart(name)
+            self._record(fault, "stop")
+            return
         if fault.kind.startswith("kill-"):
             self.cluster.restart(fault.target)
         elif fault.kind.startswith("stop-"):
@@ -130,6 +147,19 @@ class Nemesis:
                 process.signal(signal.SIGCONT)
             else:
                 self.cluster.restart(name)
+
+    async def _power_loss(self, broker_set: str) -> Fault:
+        """Power loss of every replica of `broker_set` and of 2 or 3 controllers (leader among them)."""
+        controllers = self.cluster.controller_names()
+        majority = len(controllers) // 2 + 1
+        count = self.rng.choice([majority, len(controllers)])
+        leader = await self.cluster.controller_leader()
+        hit = [leader, *self.rng.sample([c for c in controllers if c != leader], count - 1)]
+        brokers = self.cluster.replica_names(broker_set)
+        report = await asyncio.to_thread(self.cluster.power_loss, hit + brokers)
+        dropped = {k: report[k] for k in ("files_reverted", "bytes_lost", "entries_reverted", "reverted")}
+        return Fault(POWER_LOSS, broker_set, broker_set, {"controllers": sorted(hit), "brokers": brokers,
+                                                            "dropped": dropped})  # fmt: skip
 
     def _record(self, fault: Fault, phase: str) -> None:
         if self.history is not None:

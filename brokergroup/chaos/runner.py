@@ -4,7 +4,8 @@
     N times: inject a fault -> hold it -> heal it -> wait until the cluster is healthy again
              and every producer has been acknowledged again
     heal everything -> stop producers -> wait until every replica has the same log
-    -> drain the consumers -> read every replica in full -> check history + controller event logs
+    -> drain the consumers -> read every replica in full -> compare the controllers' applied states
+    -> check history + controller event logs (a difference in the controllers' states fails the run too)
 
 Everything lands in the output folder: `history.jsonl`, `verdict.json`, `run.json`, and the
 cluster's data and logs under `cluster/` (controller event logs in
@@ -39,6 +40,7 @@ from brokergroup.chaos.history import (
 from brokergroup.chaos.nemesis import Fault, Nemesis
 from brokergroup.chaos.topology import ChaosCluster, ClusterSpec
 from brokergroup.common.jsonl import read_jsonl
+from brokergroup.controller.agreement import wait_for_agreement
 from brokergroup.controller.client import ControllerClient
 from brokergroup.controller.codes import ControllerError
 
@@ -79,7 +81,7 @@ def plan_faults(kinds: tuple[str, ...], count: int, rng: random.Random) -> list[
 def hold_seconds(kind: str, rng: random.Random, heartbeat_timeout_s: float) -> float:
     """How long a fault lasts: kills are short; stops and partitions straddle the heartbeat timeout,
     so some end before the controller reacts and some force a failover; master partitions always do."""
-    if kind.startswith("kill-") or kind.endswith("-kill"):
+    if kind.startswith("kill-") or kind.endswith("-kill") or kind == "power-loss":
         return rng.uniform(0.5, 3.0)
     if kind.startswith("partition-master"):
         # Long enough for the controllers to give the master up: the old master must have stopped
@@ -97,6 +99,8 @@ class ChaosRun:
         self.history = HistoryWriter(options.out / "history.jsonl")
         self.faults: list[dict[str, Any]] = []
         self.liveness: list[str] = []
+        self.raft_states: dict[str, Any] | None = None
+        """The controllers' applied states, compared once writes stopped (`_compare_raft_states`)."""
 
     async def run(self) -> dict[str, Any]:
         started = time.monotonic()
@@ -110,11 +114,15 @@ class ChaosRun:
             read_history(self.history.path), events, tolerate=self.options.tolerate, max_examples=10
         )
         status = checker.INVALID if self.liveness else verdict["status"]
+        if self.raft_states is None or not self.raft_states["agreed"]:
+            status = checker.INVALID  # the controllers' replicated states differ, or could not be compared
+            verdict["failing"] = [*verdict["failing"], "raftStates"]
         result = {
             "status": status,
             "valid": status == checker.VALID,
             "verdict": verdict,
             "liveness": self.liveness,
+            "raftStates": self.raft_states,
             "run": self._summary(time.monotonic() - started),
             "faults": self.faults,
         }
@@ -131,6 +139,7 @@ class ChaosRun:
             "sets": spec.sets,
             "replicas": spec.replicas,
             "netns": spec.netns,
+            "powerFs": spec.power_fs,
             "faultsInjected": len(self.faults),
             "faultMix": dict(sorted(collections.Counter(f["kind"] for f in self.faults).items())),
             "durationS": round(took, 1),
@@ -184,6 +193,7 @@ class ChaosRun:
                 stop_consuming.set()
                 await asyncio.gather(*tasks[len(producers) :])
                 await self._final_reads(session)
+                await self._compare_raft_states(controller)
             finally:
                 stop_producing.set()
                 stop_consuming.set()
@@ -263,6 +273,15 @@ class ChaosRun:
         for consumer in consumers:
             while time.monotonic() < deadline and await consumer.poll_one() > 0:
                 pass
+
+    async def _compare_raft_states(self, controller: ControllerClient) -> None:
+        """Every controller's applied state at one applied index: equal digests, or the run fails."""
+        addresses = self.cluster.controllers.api_addresses
+        agreement = await wait_for_agreement(controller, addresses, timeout=self.options.recovery_timeout_s)
+        self.raft_states = agreement.to_dict()
+        nodes = agreement.digests
+        shown = f"at last_applied {nodes[0]['last_applied']}" if agreement.agreed and nodes else agreement.problem
+        self.progress(f"controllers' states: {'identical' if agreement.agreed else 'DIFFER'} {shown}")
 
     async def _final_reads(self, session: aiohttp.ClientSession) -> None:
         for name, brokers in sorted(self.cluster.sets.items()):

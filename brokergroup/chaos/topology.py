@@ -4,6 +4,12 @@ With `netns=True` each process runs in its own network namespace with its own 10
 (`brokergroup.chaos.netns`), so the nemesis can partition them; the harness's clients run in the
 hub namespace (`clients()`). Without it, everything listens on 127.0.0.1 and only process faults
 are possible.
+
+With `power_fs=True` every process's data directory is a disk of the power-loss file system
+(`brokergroup.chaos.powerfs`, mounted at `cluster/disks/<name>` while the run lasts), so the
+nemesis can take away whatever a machine had not fsynced (`power_loss`). Process logs stay
+outside it. At the end the file system is unmounted with everything made durable, and the
+tree is left at the same paths.
 """
 
 from __future__ import annotations
@@ -11,7 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
 import secrets
+import signal
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +29,7 @@ from typing import Any
 import aiohttp
 
 from brokergroup.chaos.netns import Network, entered
+from brokergroup.chaos.powerfs import MountedPowerFs
 from brokergroup.controller.client import ControllerClient
 from brokergroup.controller.codes import ControllerError
 from brokergroup.local import profiles
@@ -38,6 +48,8 @@ class ClusterSpec:
     mode: profiles.ReplicationMode = profiles.SYNC
     profile: profiles.TimingProfile = profiles.FAST
     netns: bool = False
+    power_fs: bool = False
+    """Data directories on the power-loss file system (needed by the `power-loss` fault)."""
     log_level: str = "INFO"
 
 
@@ -95,11 +107,24 @@ class ChaosCluster:
             )
             for name in set_names
         }
+        self.disks_dir = base_dir / "disks"
+        self.power_fs: MountedPowerFs | None = None
+        if spec.power_fs:
+            # The control socket's path must stay short (AF_UNIX): a private folder under /tmp.
+            control = Path(tempfile.mkdtemp(prefix="bgpowerfs-")) / "control.sock"
+            at_rest = base_dir / "disks.at-rest"
+            self.power_fs = MountedPowerFs(at_rest, self.disks_dir, control, base_dir / "powerfs.log")
+            for node in self.processes().values():
+                node.data_dir = self.disks_dir / node.name
 
     # ---- lifecycle --------------------------------------------------------------------------------
     def start(self) -> None:
         if self.network is not None:
             self.network.create()
+        if self.power_fs is not None:
+            for node in self.processes().values():
+                node.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self.power_fs.start()
         self.controllers.start_all()
         for brokers in self.sets.values():
             brokers.start_all()
@@ -111,8 +136,22 @@ class ChaosCluster:
                 brokers.stop_all()
             self.controllers.stop_all()
         finally:
-            if self.network is not None:
-                self.network.destroy()
+            try:
+                self._unmount()
+            finally:
+                if self.network is not None:
+                    self.network.destroy()
+
+    def _unmount(self) -> None:
+        """Unmount the power-loss file system (saving every file) and put the tree where it was."""
+        if self.power_fs is None or self.power_fs.proc is None:
+            return
+        self.power_fs.stop()
+        with contextlib.suppress(FileNotFoundError):
+            self.power_fs.control.parent.rmdir()
+        if self.power_fs.backing.exists() and not os.path.ismount(self.disks_dir):
+            self.disks_dir.rmdir()
+            self.power_fs.backing.rename(self.disks_dir)
 
     def __enter__(self) -> ChaosCluster:
         try:
@@ -152,6 +191,20 @@ class ChaosCluster:
                     brokers.start(i)
                     return
         raise KeyError(name)
+
+    def power_loss(self, names: list[str]) -> dict[str, Any]:
+        """Power loss of these machines at once: SIGKILL all (and reap them), then drop everything
+        their disks had not made durable. Restart them with `restart`. Returns the file system's report."""
+        if self.power_fs is None:
+            raise RuntimeError("power loss needs the power-loss file system (ClusterSpec(power_fs=True))")
+        processes = self.processes()
+        for name in names:
+            proc = processes[name].proc
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+        for name in names:
+            processes[name].signal(signal.SIGKILL)  # waits until it is reaped
+        return self.power_fs.client.drop(names)
 
     def controller_names(self) -> list[str]:
         return [n.name for n in self.controllers.nodes]
