@@ -38,7 +38,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--nemesis",
         default=None,
-        help=f"fault kinds or families, comma-separated (default {DEFAULT_NEMESIS}; "
+        help=f"fault kinds or families (kill, stop, partition, power, forge), comma-separated "
+        f"(default {DEFAULT_NEMESIS}; "
         "partition only where network namespaces work)",
     )
     p.add_argument("--seed", type=int, default=None, help="random seed (default: random, printed)")
@@ -134,6 +135,13 @@ def render(result: dict[str, Any]) -> str:
         lines.append(f"tolerated in {summary['mode']} mode (counted, not failing): {', '.join(verdict['tolerated'])}")
     for kind, examples in verdict["examples"].items():
         lines.append(f"  {kind}: {json.dumps(examples[:3])}")
+    outage = result["writeOutage"]
+    if outage["faults"]:
+        lines.append(
+            f"controller follower faults: {outage['faults']}, refused puts {outage['refusedPuts']}, "
+            f"master changes {outage['masterChanges']}, longest time without an acknowledgement "
+            f"{outage['longestAckGapS']} s"
+        )
     losses = [f for f in result["faults"] if f["kind"] == "power-loss"]
     if losses:
         dropped = {
@@ -150,7 +158,10 @@ def render(result: dict[str, Any]) -> str:
         lines.append(f"controllers' states: {agreed}; {nodes}")
     for problem in result["liveness"]:
         lines.append(f"liveness: {problem}")
-    lines.append(status_line(result["status"], verdict, summary["mode"]))
+    for problem in result["safety"]:
+        lines.append(f"safety: {problem}")
+    reasons = verdict["failing"] + [k for k in ("liveness", "safety") if result[k]]
+    lines.append(status_line(result["status"], {**verdict, "failing": reasons}, summary["mode"]))
     return "\n".join(lines)
 
 
@@ -159,7 +170,7 @@ def status_line(status: str, verdict: dict[str, Any], mode: str) -> str:
         return f"VALID ({mode})"
     if status == "INCOMPLETE":
         return "INCOMPLETE: " + "; ".join(verdict["incomplete"])
-    return f"INVALID: {', '.join(verdict['failing']) or 'the cluster did not recover (liveness)'}"
+    return f"INVALID: {', '.join(verdict['failing'])}"
 
 
 def power_fs(args: argparse.Namespace) -> int:

@@ -17,7 +17,24 @@ Fault kinds (`--nemesis` takes kinds or the families `kill`, `stop`, `partition`
   In sync mode nothing written during that second was acknowledged; in async mode it was, by the
   master alone, and the elected slave never had it: the loss async replication allows.
 
-Partitions need the cluster's network namespaces (`ClusterSpec(netns=True)`).
+Faults of a controller follower alone (a minority: the leader and one follower stay healthy), after
+which no master may lose its role and no put may be refused (docs/chaos.md, "write outage"):
+
+- stop-follower: SIGSTOP of a controller that is not the Raft leader; its sockets stay open and
+  its kernel still accepts connections. Heal: SIGCONT.
+- blackhole-follower: every packet to or from a controller follower is dropped silently, in both
+  directions (the nftables `cut` set of `brokergroup.chaos.netns`; no RST, no ICMP), from the
+  other controllers, every broker and the clients. Heal: remove the cut.
+
+- failover-catchup: SIGKILL of a set's master; as soon as the controller names a new master, the
+  remaining slave is SIGKILLed too, and both are restarted at once, so two replicas catch up
+  with the new master and two sync-state-set expansions race. Heal: nothing left (both run).
+- forge-requests: requests that change the sync-state-set or feed the election, sent without a
+  credential by the harness (`brokergroup.chaos.forgery`); each must be refused and change
+  nothing, which the fault checks when it starts and again at its heal (`violations` in its
+  detail). Not in the default mix until the controller checks a broker credential.
+
+Partitions and blackholes need the cluster's network namespaces (`ClusterSpec(netns=True)`).
 
 Power (`power`, needs the power-loss file system: `ClusterSpec(power_fs=True)`):
 
@@ -40,10 +57,15 @@ import asyncio
 import dataclasses
 import random
 import signal
+import time
 from typing import Any
 
+import aiohttp
+
+from brokergroup.chaos import forgery
 from brokergroup.chaos.history import HistoryWriter
-from brokergroup.chaos.topology import ChaosCluster
+from brokergroup.chaos.topology import CLUSTER_NAME, ChaosCluster
+from brokergroup.controller.codes import ControllerError
 
 PROCESS_KINDS = tuple(
     f"{action}-{target}" for action in ("kill", "stop") for target in ("master", "slave", "leader", "random")
@@ -56,11 +78,17 @@ PARTITION_KINDS = (
 )
 CUT_BEFORE_KILL_S = 1.0
 POWER_LOSS = "power-loss"
-KINDS = PROCESS_KINDS + PARTITION_KINDS
+MINORITY_CONTROLLER_KINDS = ("stop-follower", "blackhole-follower")
+"""Faults of one controller follower: the run measures refused puts and master changes during them."""
+NETNS_KINDS = (*PARTITION_KINDS, "blackhole-follower")
+FAILOVER_CATCHUP = "failover-catchup"
+FORGE = "forge-requests"
+KINDS = (*PROCESS_KINDS, *PARTITION_KINDS, *MINORITY_CONTROLLER_KINDS, FAILOVER_CATCHUP, FORGE)
 FAMILIES = {
-    "kill": tuple(k for k in KINDS if k.startswith("kill-")),
+    "kill": (*(k for k in KINDS if k.startswith("kill-")), FAILOVER_CATCHUP),
     "stop": tuple(k for k in KINDS if k.startswith("stop-")),
-    "partition": PARTITION_KINDS,
+    "partition": NETNS_KINDS,
+    "forge": (FORGE,),
 }
 
 KINDS = (*KINDS, POWER_LOSS)
@@ -83,8 +111,8 @@ def expand(spec: str, *, partitions_available: bool) -> list[str]:
             raise NemesisError(f"unknown nemesis {item!r}; use {', '.join(FAMILIES)} or one of {', '.join(KINDS)}")
     if not kinds:
         raise NemesisError("no nemesis given")
-    if not partitions_available and any(k in PARTITION_KINDS for k in kinds):
-        raise NemesisError("partitions need network namespaces (root, iproute2 and nftables)")
+    if not partitions_available and any(k in NETNS_KINDS for k in kinds):
+        raise NemesisError("partitions and blackholes need network namespaces (root, iproute2 and nftables)")
     return list(dict.fromkeys(kinds))
 
 
@@ -112,6 +140,12 @@ class Nemesis:
             fault = await self._power_loss(broker_set)
         elif action == "partition":
             fault = await self._partition(kind, broker_set)
+        elif kind == "blackhole-follower":
+            fault = await self._blackhole_follower()
+        elif kind == FAILOVER_CATCHUP:
+            fault = await self._failover_catchup(broker_set)
+        elif kind == FORGE:
+            fault = await self._forge(broker_set)
         else:
             target = await self._target(target_kind, broker_set)
             owner = next((name for name in self.cluster.sets if target in self.cluster.replica_names(name)), None)
@@ -127,7 +161,11 @@ class Nemesis:
                 self.cluster.restart(name)
             self._record(fault, "stop")
             return
-        if fault.kind.startswith("kill-"):
+        if fault.kind == FORGE:
+            await self._forge_check(fault)
+        elif fault.kind == FAILOVER_CATCHUP:
+            pass  # both replicas were restarted when the fault started
+        elif fault.kind.startswith("kill-"):
             self.cluster.restart(fault.target)
         elif fault.kind.startswith("stop-"):
             self.cluster.processes()[fault.target].signal(signal.SIGCONT)
@@ -168,6 +206,9 @@ class Nemesis:
     async def _target(self, target_kind: str, broker_set: str) -> str:
         if target_kind == "leader":
             return await self.cluster.controller_leader()
+        if target_kind == "follower":
+            leader = await self.cluster.controller_leader()
+            return self.rng.choice([c for c in self.cluster.controller_names() if c != leader])
         if target_kind == "random":
             return self.rng.choice(sorted(n for n, p in self.cluster.processes().items() if p.running))
         async with self.cluster.controller_client() as controller:
@@ -200,3 +241,62 @@ class Nemesis:
             others = controllers + [r for r in self.cluster.replica_names(broker_set) if r != master] + ["hub"]
         network.cut([master], others)
         return Fault(kind, master, broker_set, {"cuts": network.describe_cuts()})
+
+    async def _blackhole_follower(self) -> Fault:
+        network = self.cluster.network
+        if network is None:
+            raise NemesisError("blackhole-follower needs network namespaces")
+        follower = await self._target("follower", "")
+        network.cut([follower], [n for n in self.cluster.processes() if n != follower] + ["hub"])
+        return Fault("blackhole-follower", follower, None, {"cuts": {follower: network.describe_cuts()[follower]}})
+
+    async def _failover_catchup(self, broker_set: str) -> Fault:
+        """Kill the master; once another is elected, kill the last slave and restart both at once."""
+        old = await self._target("master", broker_set)
+        processes = self.cluster.processes()
+        processes[old].signal(signal.SIGKILL)
+        killed_at = time.monotonic()
+        timeout_s = 2 * self.cluster.spec.profile.heartbeat_timeout_ms / 1000 + 10
+        new = None
+        async with self.cluster.controller_client() as controller:
+            while time.monotonic() - killed_at < timeout_s:
+                new = await self.cluster.master_of(broker_set, controller)
+                if new is not None and new != old:
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise TimeoutError(f"no new master of {broker_set} within {timeout_s:.0f} s after killing {old}")
+        elected_s = time.monotonic() - killed_at
+        other = next(r for r in self.cluster.replica_names(broker_set) if r not in (old, new))
+        processes[other].signal(signal.SIGKILL)
+        self.cluster.restart(old)
+        self.cluster.restart(other)
+        detail = {"newMaster": new, "restarted": [old, other], "electedAfterS": round(elected_s, 2)}
+        return Fault(FAILOVER_CATCHUP, old, broker_set, detail)
+
+    async def _forge(self, broker_set: str) -> Fault:
+        """Send the forged requests; whether they were refused is checked now and again at heal."""
+        controllers = self.cluster.controllers.api_addresses
+        try:
+            async with aiohttp.ClientSession() as session, self.cluster.controller_client() as controller:
+                before = await forgery.snapshot(session, controller, controllers, broker_set)
+                forged = forgery.forged_requests(CLUSTER_NAME, broker_set, before["replicaInfo"])
+                answers = await forgery.send(session, controllers, forged)
+                after = await forgery.snapshot(session, controller, controllers, broker_set)
+        except (ControllerError, aiohttp.ClientError, ValueError) as exc:
+            raise RuntimeError(f"could not read the controllers' state around the forged requests: {exc}") from exc
+        found = forgery.violations(answers, before, after)
+        detail = {"before": before, "answers": answers, "violations": found}
+        return Fault(FORGE, broker_set, broker_set, detail)
+
+    async def _forge_check(self, fault: Fault) -> None:
+        controllers = self.cluster.controllers.api_addresses
+        assert fault.broker_set is not None
+        try:
+            async with aiohttp.ClientSession() as session, self.cluster.controller_client() as controller:
+                after = await forgery.snapshot(session, controller, controllers, fault.broker_set)
+        except (ControllerError, aiohttp.ClientError, ValueError, TimeoutError) as exc:
+            fault.detail["healCheck"] = f"not re-read: {exc}"  # the check right after sending still stands
+            return
+        late = forgery.violations([], fault.detail["before"], after)
+        fault.detail["violations"] += [f"at heal: {v}" for v in late]

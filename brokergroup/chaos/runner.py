@@ -27,7 +27,7 @@ from typing import Any
 import aiohttp
 
 from brokergroup.broker.client import Consumer, MasterFinder, Producer
-from brokergroup.chaos import checker
+from brokergroup.chaos import checker, outage
 from brokergroup.chaos.history import (
     ConsumerClient,
     HistoryWriter,
@@ -37,7 +37,7 @@ from brokergroup.chaos.history import (
     read_history,
     record_topology,
 )
-from brokergroup.chaos.nemesis import Fault, Nemesis
+from brokergroup.chaos.nemesis import FAILOVER_CATCHUP, FORGE, MINORITY_CONTROLLER_KINDS, Fault, Nemesis
 from brokergroup.chaos.topology import ChaosCluster, ClusterSpec
 from brokergroup.common.jsonl import read_jsonl
 from brokergroup.controller.agreement import wait_for_agreement
@@ -80,7 +80,13 @@ def plan_faults(kinds: tuple[str, ...], count: int, rng: random.Random) -> list[
 
 def hold_seconds(kind: str, rng: random.Random, heartbeat_timeout_s: float) -> float:
     """How long a fault lasts: kills are short; stops and partitions straddle the heartbeat timeout,
-    so some end before the controller reacts and some force a failover; master partitions always do."""
+    so some end before the controller reacts and some force a failover; master partitions always do.
+    A controller follower's stop or blackhole lasts 2-5 heartbeat timeouts: long enough for a broker's
+    heartbeat stream to it to die and its reconnect to hang; nothing may fail meanwhile."""
+    if kind in MINORITY_CONTROLLER_KINDS:
+        return rng.uniform(2.0 * heartbeat_timeout_s, 5.0 * heartbeat_timeout_s)
+    if kind in (FAILOVER_CATCHUP, FORGE):
+        return rng.uniform(0.5, 3.0)  # what they do happens when they start
     if kind.startswith("kill-") or kind.endswith("-kill") or kind == "power-loss":
         return rng.uniform(0.5, 3.0)
     if kind.startswith("partition-master"):
@@ -101,6 +107,9 @@ class ChaosRun:
         self.liveness: list[str] = []
         self.raft_states: dict[str, Any] | None = None
         """The controllers' applied states, compared once writes stopped (`_compare_raft_states`)."""
+        self.safety: list[str] = []
+        """What a fault saw that must never happen (a forged request taken)."""
+        self.outages: list[outage.WriteOutage] = []
 
     async def run(self) -> dict[str, Any]:
         started = time.monotonic()
@@ -113,7 +122,7 @@ class ChaosRun:
         verdict = checker.check(
             read_history(self.history.path), events, tolerate=self.options.tolerate, max_examples=10
         )
-        status = checker.INVALID if self.liveness else verdict["status"]
+        status = checker.INVALID if self.liveness or self.safety else verdict["status"]
         if self.raft_states is None or not self.raft_states["agreed"]:
             status = checker.INVALID  # the controllers' replicated states differ, or could not be compared
             verdict["failing"] = [*verdict["failing"], "raftStates"]
@@ -123,6 +132,8 @@ class ChaosRun:
             "verdict": verdict,
             "liveness": self.liveness,
             "raftStates": self.raft_states,
+            "safety": self.safety,
+            "writeOutage": outage.summarize(self.outages),
             "run": self._summary(time.monotonic() - started),
             "faults": self.faults,
         }
@@ -207,6 +218,7 @@ class ChaosRun:
     async def _one_fault(self, number: int, kind: str, nemesis: Nemesis, producers: list[ProducerClient]) -> None:
         timeout_s = self.options.spec.profile.heartbeat_timeout_ms / 1000
         epochs_before = {name: await self._master_epoch(name) for name in self.cluster.sets}
+        started, refused_before = time.monotonic(), sum(p.refused for p in producers)
         try:
             fault: Fault = await nemesis.inject(kind)
         except (RuntimeError, TimeoutError) as exc:
@@ -219,8 +231,25 @@ class ChaosRun:
         await nemesis.heal(fault)
         recovered = await self._recover(f"fault {number} ({kind} {fault.target})", producers)
         acked = sum(p.acked for p in producers)
+        self.safety += [f"fault {number} ({kind}): {v}" for v in fault.detail.get("violations", [])]
+        extra: dict[str, Any] = {}
+        if kind in MINORITY_CONTROLLER_KINDS:
+            window = outage.measure(
+                refused_before=refused_before,
+                refused_after=sum(p.refused for p in producers),
+                epochs_before=epochs_before,
+                epochs_after={name: await self._master_epoch(name) for name in self.cluster.sets},
+                ack_times=[p.ack_times for p in producers],
+                start=started,
+                end=time.monotonic(),
+            )
+            self.outages.append(window)
+            extra["writeOutage"] = window.describe()
+            if outage.FAILS_RUN and window.any:
+                self.liveness.append(f"fault {number} ({kind} {fault.target}): write outage {window.describe()}")
         self.faults.append(
             {
+                **extra,
                 "number": number,
                 "kind": kind,
                 **fault.describe(),
