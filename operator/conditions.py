@@ -12,6 +12,8 @@ RECONCILIATION_PAUSED = "ReconciliationPaused"
 CONTROLLER_QUORUM = "ControllerQuorumAvailable"
 MASTERS_ELECTED = "MastersElected"
 ROLE_LABELS_CONVERGED = "RoleLabelsConverged"
+MASTER_SERVICES_READY = "MasterServicesReady"
+"""Every set has an elected master, labelled so, and Ready: its master Service selects it (the follower)."""
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,18 @@ class ControllerLink:
             raise ControllerLinkError(f"controller {self.address}: {exc}") from exc
         return {name: set_view(name, info) for name, info in data.replicas_info_table.items() if name in broker_sets}
 
+    async def snapshot(self, broker_sets: list[str]) -> tuple[dict[str, SetView], str | None]:
+        """The controller's view of each named set (a set it does not know is absent) and the id of the
+        Raft leader (its pod name on Kubernetes; None when there is none), over one connection."""
+        try:
+            async with self._client() as client:
+                data = await client.sync_state_data(broker_sets)
+                leader = (await client.metadata()).controller_leader_id
+        except (ControllerError, OSError) as exc:
+            raise ControllerLinkError(f"controller {self.address}: {exc}") from exc
+        views = {name: set_view(name, info) for name, info in data.replicas_info_table.items() if name in broker_sets}
+        return views, leader or None
+
     async def events(self, *, after: int, wait_seconds: int) -> dict[str, Any]:
         """Long-poll the controller's event feed (`/v1/events`) for records after Raft index `after`."""
         try:

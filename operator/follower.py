@@ -9,9 +9,11 @@ resyncs from sync-state data at least every `resync_seconds` and after any gap i
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -64,6 +66,31 @@ class FeedCursor:
             del self.commits[key]
 
 
+@dataclass
+class Changed:
+    served: bool = False
+    """`MasterServicesReady` changed status this cycle."""
+
+
+def pod_ready(pod: dict[str, Any]) -> bool:
+    conds = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+
+
+def unserved_reason(sts: str, view: SetView | None, pods: list[dict[str, Any]], failed: int) -> list[str]:
+    """Why the master Service of `sts` does not select its elected master ("Reason: message"), or []."""
+    if view is None:
+        return [f"NoMaster: the controller does not know {sts}"]
+    if view.master_pod is None:
+        return [f"NoMaster: no master elected in {sts}"]
+    if failed:
+        return [f"LabelsNotConverged: {sts}: the role labels could not be patched yet"]
+    pod = next((p for p in pods if p["metadata"]["name"] == view.master_pod), None)
+    if pod is None or pod["metadata"].get("deletionTimestamp") or not pod_ready(pod):
+        return [f"MasterNotReady: {sts}: master {view.master_pod} is not Ready"]
+    return []
+
+
 class Follower:
     def __init__(self, reconciler: Reconciler) -> None:
         self.r = reconciler
@@ -71,10 +98,20 @@ class Follower:
         self.metrics = reconciler.metrics
         self.settings = reconciler.settings
 
-    async def run(self, namespace: str, name: str, stopped: Callable[[float], Awaitable[bool]]) -> None:
-        """Follow until `stopped(timeout)` returns True (kopf's daemon stop flag, waited on)."""
+    async def run(
+        self,
+        namespace: str,
+        name: str,
+        stopped: Callable[[float], Awaitable[bool]],
+        *,
+        woken: asyncio.Event | None = None,
+    ) -> None:
+        """Follow until `stopped(timeout)` returns True. Setting `woken` runs the next cycle now (a broker
+        pod's readiness or a StatefulSet changed) instead of after the controller's long-poll."""
         cursor = FeedCursor()
+        woken = woken or asyncio.Event()
         while True:
+            woken.clear()
             try:
                 link_info = await self.cycle(namespace, name, cursor)
             except Exception:
@@ -86,8 +123,11 @@ class Follower:
                 continue
             link, sets = link_info
             try:
-                feed = await link.events(after=cursor.after, wait_seconds=int(self.settings.resync_seconds))
-                cursor.take(feed, sets)
+                feed = await first_of(
+                    link.events(after=cursor.after, wait_seconds=int(self.settings.resync_seconds)), woken
+                )
+                if feed is not None:
+                    cursor.take(feed, sets)
             except ControllerLinkError as exc:
                 logger.info("follower %s/%s: event feed: %s", namespace, name, exc)
                 if await stopped(self.settings.retry_seconds):
@@ -96,7 +136,18 @@ class Follower:
                 return
 
     async def cycle(self, namespace: str, name: str, cursor: FeedCursor) -> tuple[ControllerLink, set[str]] | None:
-        """One projection; returns the link and the set names to long-poll, or None to retry later."""
+        """One projection; returns the link and the set names to long-poll, or None to retry later. When the
+        masters' serving state changed, the reconcile runs next: it owns `Ready`, which depends on it."""
+        changed = Changed()
+        try:
+            return await self._cycle(namespace, name, cursor, changed)
+        finally:
+            if changed.served:
+                await self.r.reconcile(namespace, name, trigger="follower")
+
+    async def _cycle(
+        self, namespace: str, name: str, cursor: FeedCursor, changed: Changed
+    ) -> tuple[ControllerLink, set[str]] | None:
         async with self.r.lock(namespace, name):
             bg = await self.r.io(self.kube.get_brokergroup, namespace, name)
             if bg is None or bg["metadata"].get("deletionTimestamp"):
@@ -114,22 +165,31 @@ class Follower:
             sets = [names.broker_set(name, i) for i in range(spec.brokers.sets)]
             previous = dict(bg.get("status") or {})
             try:
-                views = await link.views(sets)
+                views, leader = await link.snapshot(sets)
             except ControllerLinkError as exc:
-                await self._no_quorum(bg, previous, str(exc))
+                changed.served = await self._no_quorum(bg, previous, str(exc))
                 return None
-            await self._project(bg, previous, sets, views, cursor, link)
+            changed.served = await self._project(bg, previous, sets, views, cursor, link, leader)
             return link, set(sets)
 
-    async def _no_quorum(self, bg: dict[str, Any], previous: dict[str, Any], error: str) -> None:
-        """Keep the last known labels; say so in status and (on the transition) in an Event."""
-        cond = Condition(
+    async def _no_quorum(self, bg: dict[str, Any], previous: dict[str, Any], error: str) -> bool:
+        """Keep the last known labels (the brokers keep theirs up to date themselves); say so in status, in
+        the log and (on the transition) in an Event; `Ready` turns False. True when that is new."""
+        message = f"the controller did not answer ({error}); role labels keep their last known values"
+        conds = [
+            Condition(conditions.CONTROLLER_QUORUM, "False", "ControllerUnreachable", message),
+            Condition(conditions.MASTER_SERVICES_READY, "False", "ControllerUnreachable", message),
+        ]
+        if conditions.transitioned(
+            previous.get("conditions"),
+            conditions.merge(previous.get("conditions"), conds, now="", generation=0),
             conditions.CONTROLLER_QUORUM,
-            "False",
-            "ControllerUnreachable",
-            f"the controller did not answer ({error}); role labels keep their last known values",
-        )
-        await self._write(bg, previous, {}, [cond], [])
+        ):
+            meta = bg["metadata"]
+            logger.warning("%s/%s: %s", meta["namespace"], meta["name"], message)
+        controller = {k: v for k, v in (previous.get("controller") or {}).items() if k != "leader"}
+        fields = {"controller": controller} if controller != (previous.get("controller") or {}) else {}
+        return await self._write(bg, previous, fields, conds, [])
 
     async def _project(
         self,
@@ -139,7 +199,8 @@ class Follower:
         views: dict[str, SetView],
         cursor: FeedCursor,
         link: ControllerLink,
-    ) -> None:
+        leader: str | None,
+    ) -> bool:
         meta = bg["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         selector = f"app.kubernetes.io/instance={name},app.kubernetes.io/component={labels.COMPONENT_BROKER}"
@@ -149,12 +210,14 @@ class Follower:
         old_entries = {e.get("name"): e for e in previous.get("brokerSets") or []}
         notes: list[events.Event] = []
         stale = 0
+        unserved: list[str] = []
         for sts in sets:
             view = views.get(sts)
             set_pods = by_set.get(sts, [])
             steps = follow.plan_set(view, [follow.PodMeta.of(p) for p in set_pods])
             failed = await self._apply(namespace, steps)
             stale += failed
+            unserved.extend(unserved_reason(sts, view, set_pods, failed))
             if view is None:
                 continue
             old = old_entries.get(sts) or {}
@@ -181,10 +244,23 @@ class Follower:
                 "PatchFailed" if stale else "LabelsMatchController",
                 f"{stale} pod label patches failed; retrying" if stale else "pod role labels match the controller",
             ),
+            Condition(
+                conditions.MASTER_SERVICES_READY,
+                "False" if unserved else "True",
+                unserved[0].split(":", 1)[0] if unserved else "MastersSelected",
+                "; ".join(u.split(":", 1)[1].strip() for u in unserved)
+                if unserved
+                else "every master Service selects its set's elected master",
+            ),
         ]
         # The spec's sets come first in `entries`; removed sets that still hold data follow.
-        fields = {"brokerSets": entries, "masters": status.masters(entries[: len(sets)])}
-        await self._write(bg, previous, fields, conds, notes)
+        fields: dict[str, Any] = {"brokerSets": entries, "masters": status.masters(entries[: len(sets)])}
+        controller = {k: v for k, v in (previous.get("controller") or {}).items() if k != "leader"}
+        if leader:
+            controller["leader"] = leader
+        if controller != (previous.get("controller") or {}):
+            fields["controller"] = controller
+        return await self._write(bg, previous, fields, conds, notes)
 
     async def _roll(
         self, namespace: str, sts: str, pods: list[dict[str, Any]], view: SetView, link: ControllerLink
@@ -251,12 +327,15 @@ class Follower:
         fields: dict[str, Any],
         conds: list[Condition],
         notes: list[events.Event],
-    ) -> None:
+    ) -> bool:
+        """Write what changed; True when `MasterServicesReady` changed status (then `Ready` must follow)."""
         meta = bg["metadata"]
         generation = int(meta.get("generation") or 1)
         merged = conditions.merge(previous.get("conditions"), conds, now=self.r.now(), generation=generation)
         new = {**previous, **fields, "conditions": merged}
         patch = {k: v for k, v in new.items() if previous.get(k) != v}
+        if "leader" in (previous.get("controller") or {}) and "leader" not in (new.get("controller") or {}):
+            patch["controller"] = {**new["controller"], "leader": None}  # a merge patch removes a key with null
         if patch:
             await self.r.io(self.kube.merge_patch_status, meta["namespace"], meta["name"], patch)
         for cond in conds:
@@ -266,6 +345,22 @@ class Follower:
                 kind: Literal["Normal", "Warning"] = "Normal" if cond.status == "True" else "Warning"
                 notes.append(events.Event(cond.reason, cond.message, "FollowController", kind))
         await self.r.post_events(bg, notes)
+        return conditions.transitioned(previous.get("conditions"), merged, conditions.MASTER_SERVICES_READY)
+
+
+async def first_of(poll: Coroutine[Any, Any, dict[str, Any]], woken: asyncio.Event) -> dict[str, Any] | None:
+    """The long-poll's answer, or None when `woken` was set first (the poll is then cancelled)."""
+    polling = asyncio.ensure_future(poll)
+    waking = asyncio.ensure_future(woken.wait())
+    try:
+        await asyncio.wait({polling, waking}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (polling, waking):
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+    return polling.result() if polling.done() and not polling.cancelled() else None
 
 
 def merged_entries(previous: dict[str, Any], sets: list[str], views: dict[str, SetView]) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from brokergroup.operator import labels, names
 from brokergroup.operator.follower import Follower
+from brokergroup.operator.groups import Groups
 from brokergroup.operator.kube import Kube, client_configuration
 from brokergroup.operator.metrics import OperatorMetrics, metrics_app
 from brokergroup.operator.reconcile import Outcome, Reconciler
@@ -24,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 BROKERGROUP = (names.GROUP, names.VERSION, names.PLURAL)
 MANAGED = {"app.kubernetes.io/managed-by": labels.MANAGED_BY}
+BROKER_PODS = {**MANAGED, "app.kubernetes.io/component": labels.COMPONENT_BROKER}
 CHILD_KINDS = (
     ("apps", "v1", "statefulsets"),
     ("", "v1", "services"),
@@ -66,6 +68,7 @@ class Operator:
         self.kube = Kube(self.api_client, self.metrics)
         self.reconciler = Reconciler(self.kube, settings, self.metrics)
         self.follower = Follower(self.reconciler)
+        self.groups = Groups(self.follower, self.reconciler)
         self._metrics_runner: web.AppRunner | None = None
 
     async def start_metrics(self) -> None:
@@ -78,6 +81,7 @@ class Operator:
         logger.info("metrics on http://%s:%d/metrics", self.settings.metrics_host, self.settings.metrics_port)
 
     async def stop(self) -> None:
+        await self.groups.close()
         if self._metrics_runner is not None:
             await self._metrics_runner.cleanup()
         self.api_client.close()  # type: ignore[no-untyped-call]
@@ -110,19 +114,24 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
     async def brokergroup_changed(namespace: str | None, name: str, reason: str, **_: Any) -> None:
         await operator.run(namespace or "", name, str(reason), raise_retry=True)
 
-    @kopf.timer(*BROKERGROUP, interval=operator.settings.resync_seconds, registry=registry)
-    async def resync(namespace: str | None, name: str, **_: Any) -> None:
-        await operator.run(namespace or "", name, "timer", raise_retry=False)
+    @kopf.on.event(*BROKERGROUP, registry=registry)
+    async def brokergroup_event(
+        event: kopf.RawEvent, namespace: str | None, name: str, meta: kopf.Meta, **_: Any
+    ) -> None:
+        """One follower and one resync loop per BrokerGroup (`groups`): started and stopped from watch events,
+        so no finalizer is needed and a BrokerGroup can be deleted while no operator runs."""
+        if event.get("type") == "DELETED" or meta.get("deletionTimestamp"):
+            await operator.groups.forget(namespace or "", name)
+        else:
+            operator.groups.ensure(namespace or "", name)
 
-    @kopf.daemon(*BROKERGROUP, registry=registry, cancellation_timeout=5.0)
-    async def follow_controller(namespace: str | None, name: str, stopped: kopf.DaemonStopped, **_: Any) -> None:
-        """One follower per BrokerGroup: projects the controller's elections onto pod labels."""
-
-        async def wait(timeout: float) -> bool:
-            await stopped.wait(timeout)
-            return bool(stopped)
-
-        await operator.follower.run(namespace or "", name, wait)
+    @kopf.on.event("", "v1", "pods", labels=BROKER_PODS, registry=registry)
+    async def broker_pod_changed(event: kopf.RawEvent, namespace: str | None, meta: kopf.Meta, **_: Any) -> None:
+        """A broker pod changed (readiness, labels, deletion): the follower looks now, so a roll moves on as
+        soon as the pod it waits for is back, not at the next resync."""
+        owner = (meta.get("labels") or {}).get("app.kubernetes.io/instance")
+        if owner and event.get("type") is not None:
+            operator.groups.wake(namespace or "", owner)
 
     for group, version, plural in CHILD_KINDS:
 
@@ -135,6 +144,8 @@ def build_registry(operator: Operator) -> kopf.OperatorRegistry:
                 return
             if event.get("type") is None:  # the initial listing: the resume handler covers it
                 return
+            if kind == "StatefulSet":  # a new revision to roll, or a pod's readiness counted
+                operator.groups.wake(namespace or "", owner)
             await operator.run(namespace or "", owner, "child", raise_retry=False)
 
     return registry

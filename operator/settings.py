@@ -97,12 +97,12 @@ def configure_kopf(kopf_settings: kopf.OperatorSettings, ours: OperatorSettings)
       resume); the operator posts its own Events when it acts.
     - Progress and the last-handled spec live in annotations under `operator.brokergroup.io`, not
       in `status.kopf` (the CRD's status schema has no such field).
-    - Children need no finalizer: every child has an ownerReference, so the garbage collector
-      deletes them. kopf still puts its finalizer on a BrokerGroup while the follower daemon and
-      the resync timer run, and removes it once both have stopped.
-    - Deleting a BrokerGroup while its resync timer is mid-reconcile: kopf cannot cancel a timer,
-      so it re-checks whether the timer has stopped every `cancellation_polling` seconds (kopf's
-      default 60, which held the deletion for a minute); here 1 second.
+    - No finalizers: every child has an ownerReference, so the garbage collector deletes them, and
+      the follower and resync loop are the operator's own tasks (`groups`), not kopf daemons or
+      timers, which would put kopf's finalizer on every BrokerGroup: with the operator gone, a
+      deletion would hang on it. kopf removes the finalizer an older operator left (the name
+      stays configured for that).
+    - `cancellation_polling` 1 s: kept from the timer days, harmless without timers.
     - No scanning: kopf would otherwise list and watch every CRD and Namespace in the cluster to
       notice resources appearing at runtime, which needs a cluster-wide grant the chart does not
       give. The BrokerGroup CRD is resolved once at startup (the chart installs it first).

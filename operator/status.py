@@ -94,13 +94,27 @@ def masters(broker_sets: list[dict[str, Any]]) -> str:
     return f"{sum(1 for e in broker_sets if e.get('masterPod'))}/{len(broker_sets)}"
 
 
-def readiness(observed: Observed) -> Condition:
+def readiness(observed: Observed, previous_conditions: list[dict[str, Any]] | None = None) -> Condition:
+    """Ready means writable: every replica is ready **and** every set has an elected master that its master
+    Service selects (the follower's `MasterServicesReady`, carried in the status)."""
     workloads = (observed.controller, *observed.brokers)
     waiting = [w for w in workloads if not w.settled]
-    if not waiting:
-        return Condition(conditions.READY, "True", "AllReplicasReady", "every controller and broker replica is ready")
-    detail = ", ".join(f"{w.name} {w.ready}/{w.desired} ready" for w in waiting)
-    return Condition(conditions.READY, "False", "ReplicasNotReady", detail)
+    if waiting:
+        detail = ", ".join(f"{w.name} {w.ready}/{w.desired} ready" for w in waiting)
+        return Condition(conditions.READY, "False", "ReplicasNotReady", detail)
+    served = conditions.find(previous_conditions, conditions.MASTER_SERVICES_READY)
+    if served is None:
+        return Condition(
+            conditions.READY, "False", "WaitingForController", "replicas are ready; the masters are not known yet"
+        )
+    if served.get("status") != "True":
+        return Condition(conditions.READY, "False", str(served.get("reason")), str(served.get("message")))
+    return Condition(
+        conditions.READY,
+        "True",
+        "AllReplicasReady",
+        "every replica is ready and every master Service selects its set's elected master",
+    )
 
 
 def phase_of(conds: list[dict[str, Any]]) -> str:
@@ -126,7 +140,7 @@ def build(
     now: str,
 ) -> dict[str, Any]:
     """The full status after a successful reconcile of `generation`."""
-    updates = [readiness(observed), *extra_conditions]
+    updates = [readiness(observed, previous.get("conditions")), *extra_conditions]
     if any(c.type == conditions.READY for c in extra_conditions):  # e.g. a scale-down waiting
         updates = list(extra_conditions)
     conds = conditions.merge(previous.get("conditions"), updates, now=now, generation=generation)
@@ -137,7 +151,11 @@ def build(
             "observedGeneration": generation,
             "conditions": conds,
             "phase": phase_of(conds),
-            "controller": {"replicas": observed.controller.desired, "readyReplicas": observed.controller.ready},
+            "controller": {
+                **(previous.get("controller") or {}),  # the follower's `leader`
+                "replicas": observed.controller.desired,
+                "readyReplicas": observed.controller.ready,
+            },
             "brokerSets": sets,
             "setsHoldingData": sets_holding_data(bg, sets),
             "masters": masters(sets[: spec.brokers.sets]),

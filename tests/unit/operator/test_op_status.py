@@ -112,9 +112,31 @@ def test_workload_scaled_to_zero_is_settled() -> None:
 # ---- readiness ---------------------------------------------------------------------------------
 
 
-def test_readiness_all_settled() -> None:
-    cond = status.readiness(observed(wl("bg-broker-0"), wl("bg-broker-1")))
+SERVED = {
+    "type": conditions.MASTER_SERVICES_READY,
+    "status": "True",
+    "reason": "MastersSelected",
+    "message": "every master Service selects its set's elected master",
+    "lastTransitionTime": T0,
+    "observedGeneration": 1,
+}
+
+
+def test_readiness_all_settled_and_every_master_selected() -> None:
+    cond = status.readiness(observed(wl("bg-broker-0"), wl("bg-broker-1")), [SERVED])
     assert (cond.type, cond.status, cond.reason) == (conditions.READY, "True", "AllReplicasReady")
+
+
+def test_ready_replicas_without_a_known_master_are_not_ready() -> None:
+    cond = status.readiness(observed(wl("bg-broker-0")), [])
+    assert (cond.status, cond.reason) == ("False", "WaitingForController")
+
+
+@pytest.mark.parametrize("reason", ["ControllerUnreachable", "NoMaster", "MasterNotReady"])
+def test_ready_replicas_whose_master_service_selects_no_master_are_not_ready(reason: str) -> None:
+    unserved = SERVED | {"status": "False", "reason": reason, "message": f"because {reason}"}
+    cond = status.readiness(observed(wl("bg-broker-0")), [unserved])
+    assert (cond.status, cond.reason, cond.message) == ("False", reason, f"because {reason}")
 
 
 def test_readiness_names_every_waiting_workload() -> None:
@@ -270,14 +292,14 @@ def test_phase_of(conds_: list[Condition], phase: str) -> None:
 
 
 def test_build_ready_group() -> None:
-    out = build(observed(wl("bg-broker-0")), {})
+    out = build(observed(wl("bg-broker-0")), {"conditions": [SERVED], "controller": {"leader": "bg-controller-1"}})
     assert out["observedGeneration"] == 1
     assert out["phase"] == "Ready"
-    assert out["controller"] == {"replicas": 3, "readyReplicas": 3}
+    assert out["controller"] == {"replicas": 3, "readyReplicas": 3, "leader": "bg-controller-1"}
     assert out["brokerSets"] == [{"name": "bg-broker-0", "desiredReplicas": 3, "readyReplicas": 3, "holdsData": True}]
     assert out["setsHoldingData"] == 1
     assert out["masters"] == "0/1"
-    (cond,) = out["conditions"]
+    cond = conditions.find(out["conditions"], conditions.READY) or {}
     assert (cond["type"], cond["status"], cond["lastTransitionTime"]) == ("Ready", "True", T0)
 
 
@@ -335,17 +357,24 @@ def test_build_extra_ready_condition_replaces_readiness() -> None:
 
 def test_build_extra_conditions_of_other_types_are_added() -> None:
     extra = [Condition(conditions.CONTROLLER_QUORUM, "True", "QuorumAvailable", "3/3")]
-    out = build(observed(wl("bg-broker-0")), {}, extra=extra)
-    assert [c["type"] for c in out["conditions"]] == [conditions.CONTROLLER_QUORUM, conditions.READY]
+    out = build(observed(wl("bg-broker-0")), {"conditions": [SERVED]}, extra=extra)
+    assert [c["type"] for c in out["conditions"]] == [
+        conditions.CONTROLLER_QUORUM,
+        conditions.MASTER_SERVICES_READY,
+        conditions.READY,
+    ]
     assert out["phase"] == "Ready"
 
 
 def test_build_ready_transition_time_moves_only_on_flip() -> None:
-    not_ready = build(observed(wl("bg-broker-0", 3, 0)), {}, now=T0)
+    def ready_time(out: dict[str, Any]) -> str:
+        return str((conditions.find(out["conditions"], conditions.READY) or {})["lastTransitionTime"])
+
+    not_ready = build(observed(wl("bg-broker-0", 3, 0)), {"conditions": [SERVED]}, now=T0)
     less_not_ready = build(observed(wl("bg-broker-0", 3, 2)), not_ready, now=T1)
-    assert less_not_ready["conditions"][0]["lastTransitionTime"] == T0
+    assert ready_time(less_not_ready) == T0
     now_ready = build(observed(wl("bg-broker-0")), less_not_ready, now=T1)
-    assert now_ready["conditions"][0]["lastTransitionTime"] == T1
+    assert ready_time(now_ready) == T1
 
 
 def test_build_keeps_unknown_top_level_fields_and_advances_generation() -> None:
