@@ -15,6 +15,8 @@ The verdict's `status` is one of:
 Anomalies in the clients' history (a message is `(queue, producerId, seq)`):
 - lost: an acknowledged (`ok`) send missing from a final read of its queue (every replica is
   read in full at the end; without final reads, missing from every read);
+- readThenLost: a message a consumer read (acknowledged or not) missing from a final read of its
+  queue: readers must see only what survives (an acknowledged one is also `lost`);
 - duplicated: one message read at two different offsets of its queue (by any readers);
 - duplicatedInLog: one message stored at two offsets of one replica's final log (stricter than
   `duplicated`: readers of an async master may see a message that is truncated and then sent
@@ -50,6 +52,7 @@ Message = tuple[str, int, int]  # queue, producerId, seq
 
 ANOMALIES = (
     "lost",
+    "readThenLost",
     "duplicated",
     "duplicatedInLog",
     "unexpected",
@@ -132,6 +135,7 @@ class _Reads:
         """(queue, replica) → why its last final read failed (an invoke without an ok counts)."""
         self.stored_twice: list[tuple[str, Message, int]] = []
         self.digests: dict[Message, set[str]] = collections.defaultdict(set)
+        self.consumed: set[Message] = set()
         self.without_digest = 0
         self.total = 0
 
@@ -159,6 +163,8 @@ class _Reads:
             self.at_offset[(queue, offset)].add((pid, seq))
             self.offsets_of[(queue, pid, seq)].add(offset)
             self.by_process[(process, queue)].append(offset)
+            if not final:
+                self.consumed.add((queue, pid, seq))
             if digest:
                 self.digests[(queue, pid, seq)].add(str(digest[0]))
             else:
@@ -180,6 +186,10 @@ def _check_history(sends: _Sends, reads: _Reads, found: _Examples) -> dict[str, 
                 found.add("lost", {"message": list(message), "missingFrom": missing})
         elif message not in reads.offsets_of:
             found.add("lost", {"message": list(message), "missingFrom": ["every read"]})
+    for message in sorted(reads.consumed):
+        missing = sorted(r for r, seen in reads.final.get(message[0], {}).items() if message not in seen)
+        if missing:
+            found.add("readThenLost", {"message": list(message), "missingFrom": missing})
     for message, offsets in sorted(reads.offsets_of.items()):
         if len(offsets) > 1:
             found.add("duplicated", {"message": list(message), "offsets": sorted(offsets)})

@@ -46,9 +46,10 @@ from brokergroup.controller.codes import ControllerError
 
 TOPIC = "chaos"
 # What async replication does not promise (docs/broker.md): a failover may lose acknowledged
-# messages; readers of the old master may have seen some at offsets the new master reuses, and
+# messages (which readers may have seen: read then lost); readers of the old master may have seen
+# some at offsets the new master reuses, and
 # a producer's retry stores such a message again at another offset. No log keeps two copies.
-ASYNC_TOLERATED = ("lost", "inconsistentOffsets", "duplicated")
+ASYNC_TOLERATED = ("lost", "readThenLost", "inconsistentOffsets", "duplicated")
 
 
 @dataclasses.dataclass(frozen=True)

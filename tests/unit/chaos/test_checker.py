@@ -150,9 +150,25 @@ def test_acknowledged_message_missing_from_a_final_read_is_lost() -> None:
     assert verdict["examples"]["lost"] == [{"message": [Q, 1, 1], "missingFrom": ["bs0-2"]}]
 
 
-def test_acknowledged_message_read_by_a_consumer_but_truncated_is_lost() -> None:
+def test_acknowledged_message_read_by_a_consumer_but_truncated_is_lost_and_read_then_lost() -> None:
     ops = ok("p0", 1, 0) + ok("p0", 1, 1) + poll("c0", [(0, 1, 0), (1, 1, 1)]) + finals([(0, 1, 0)])
-    only(complete(ops), "lost")
+    verdict = complete(ops)
+    assert verdict["failing"] == ["lost", "readThenLost"]
+    assert verdict["examples"]["readThenLost"] == [{"message": [Q, 1, 1], "missingFrom": list(REPLICAS)}]
+
+
+def test_unacknowledged_message_a_consumer_read_and_that_then_vanished_is_read_then_lost() -> None:
+    ops = ok("p0", 1, 0) + send("p0", 1, 1, "info") + poll("c0", [(0, 1, 0), (1, 1, 1)])
+    ops += finals([(0, 1, 0), (1, 1, 1)], REPLICAS[:2]) + finals([(0, 1, 0)], REPLICAS[2:])
+    verdict = complete(ops)
+    only(verdict, "readThenLost")
+    assert verdict["examples"]["readThenLost"] == [{"message": [Q, 1, 1], "missingFrom": ["bs0-2"]}]
+
+
+def test_unacknowledged_message_nobody_read_may_vanish() -> None:
+    ops = ok("p0", 1, 0) + send("p0", 1, 1, "info") + poll("c0", [(0, 1, 0)])
+    ops += finals([(0, 1, 0), (1, 1, 1)], REPLICAS[:2]) + finals([(0, 1, 0)], REPLICAS[2:])
+    assert complete(ops)["status"] == "VALID"
 
 
 def test_without_final_reads_lost_means_never_read_and_the_verdict_is_invalid_though_incomplete() -> None:
@@ -200,7 +216,7 @@ def test_two_messages_at_one_offset_across_replicas_are_inconsistent() -> None:
     ops = ok("p0", 1, 0) + send("p1", 2, 0, "info")
     ops += poll("c0", [(0, 2, 0)]) + finals([(0, 1, 0)])
     verdict = complete(ops)
-    only(verdict, "inconsistentOffsets")
+    assert verdict["failing"] == ["inconsistentOffsets", "readThenLost"]  # what c0 read is gone
     assert verdict["examples"]["inconsistentOffsets"] == [{"queue": Q, "offset": 0, "messages": [(1, 0), (2, 0)]}]
 
 
