@@ -155,9 +155,18 @@ class ControlPlane:
         work_dir: Path | None = None,
         *,
         advertise_address: str = ADVERTISE_ADDRESS,
+        service_cidr: str = SERVICE_CLUSTER_IP_RANGE,
+        disabled_controllers: Iterable[str] = DISABLED_CONTROLLERS,
+        apiserver_flags: Iterable[str] = (),
         crds: Iterable[Path] = (),
     ) -> None:
+        """`service_cidr`, `disabled_controllers` and `apiserver_flags` (appended to kube-apiserver's command
+        line) are for a control plane with a real node (tests/e2e/realnode): its kubelet heartbeats, so the
+        node lifecycle controllers belong there, and pods reach the apiserver at `advertise_address`."""
         self.binaries = binaries or Binaries.discover()
+        self.service_cidr = str(ipaddress.ip_network(service_cidr))
+        self.disabled_controllers = tuple(disabled_controllers)
+        self.apiserver_flags = list(apiserver_flags)
         self.crds = list(crds)
         """CustomResourceDefinition files applied before kube-controller-manager starts (see `_install_crds`)."""
         _sweep_stale_dirs()
@@ -177,6 +186,11 @@ class ControlPlane:
         self.ca_cert = self.work_dir / "pki" / "ca.crt"
         self.admin_kubeconfig = self.work_dir / "admin.kubeconfig"
         self.audit_log = self.work_dir / "audit.log"
+
+    @property
+    def first_service_ip(self) -> str:
+        """The `default/kubernetes` Service's ClusterIP: the serving certificate names it."""
+        return str(next(ipaddress.ip_network(self.service_cidr).hosts()))
 
     # -- lifecycle
 
@@ -217,7 +231,7 @@ class ControlPlane:
         serving = pki.issue(
             "kube-apiserver",
             dns_names=["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
-            ip_addresses=sorted({"127.0.0.1", self.advertise_address, _first_service_ip()}),
+            ip_addresses=sorted({"127.0.0.1", self.advertise_address, self.first_service_ip}),
             server=True,
         )
         d = self.work_dir / "pki"
@@ -296,7 +310,7 @@ class ControlPlane:
                 f"--tls-private-key-file={pki / 'apiserver.key'}",
                 f"--client-ca-file={pki / 'ca.crt'}",
                 "--authorization-mode=RBAC",
-                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                f"--service-cluster-ip-range={self.service_cidr}",
                 "--allow-privileged=true",
                 f"--service-account-issuer={self.server}",
                 f"--service-account-key-file={pki / 'sa.pub'}",
@@ -307,6 +321,7 @@ class ControlPlane:
                 "--audit-log-mode=blocking",
                 "--audit-log-maxsize=0",
                 "--profiling=false",
+                *self.apiserver_flags,
             ],
         )
         self._wait_ready(process, f"{self.server}/readyz?verbose", self._admin, timeout)
@@ -354,7 +369,7 @@ class ControlPlane:
                 f"--cert-dir={self.work_dir / 'kcm-certs'}",
                 "--leader-elect=false",
                 "--use-service-account-credentials=false",
-                "--controllers=" + ",".join(["*", *(f"-{name}" for name in DISABLED_CONTROLLERS)]),
+                "--controllers=" + ",".join(["*", *(f"-{name}" for name in self.disabled_controllers)]),
                 f"--service-account-private-key-file={pki / 'sa.key'}",
                 f"--root-ca-file={pki / 'ca.crt'}",
                 f"--cluster-signing-cert-file={pki / 'ca.crt'}",
@@ -556,10 +571,6 @@ def _sweep_stale_dirs() -> None:
             shutil.rmtree(folder, ignore_errors=True)
         except (OSError, ValueError):
             continue  # not ours, alive (PermissionError), or being created
-
-
-def _first_service_ip() -> str:
-    return str(next(ipaddress.ip_network(SERVICE_CLUSTER_IP_RANGE).hosts()))
 
 
 def _opener(tls: ssl.SSLContext | None) -> urllib.request.OpenerDirector:
