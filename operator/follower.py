@@ -26,7 +26,7 @@ from brokergroup.operator.conditions import Condition
 from brokergroup.operator.controller_link import ControllerLink, ControllerLinkError
 from brokergroup.operator.reconcile import Reconciler
 from brokergroup.operator.roles import SetView
-from brokergroup.operator.spec import SpecError, parse_spec
+from brokergroup.operator.spec import MasterUpdateStrategy, SpecError, parse_spec
 
 logger = logging.getLogger(__name__)
 
@@ -169,7 +169,8 @@ class Follower:
             except ControllerLinkError as exc:
                 changed.served = await self._no_quorum(bg, previous, str(exc))
                 return None
-            changed.served = await self._project(bg, previous, sets, views, cursor, link, leader)
+            supervised = spec.brokers.master_update_strategy is MasterUpdateStrategy.SUPERVISED
+            changed.served = await self._project(bg, previous, sets, views, cursor, link, leader, supervised)
             return link, set(sets)
 
     async def _no_quorum(self, bg: dict[str, Any], previous: dict[str, Any], error: str) -> bool:
@@ -200,8 +201,11 @@ class Follower:
         cursor: FeedCursor,
         link: ControllerLink,
         leader: str | None,
+        supervised: bool,
     ) -> bool:
         meta = bg["metadata"]
+        approval = (meta.get("annotations") or {}).get(rollout.APPROVE_ANNOTATION)
+        rollouts: dict[str, dict[str, Any] | None] = {}
         namespace, name = meta["namespace"], meta["name"]
         selector = f"app.kubernetes.io/instance={name},app.kubernetes.io/component={labels.COMPONENT_BROKER}"
         by_set: dict[str, list[dict[str, Any]]] = {}
@@ -226,9 +230,29 @@ class Follower:
             cursor.forget(sts, through_epoch=view.master_epoch)
             notes.extend(transitions(sts, old, follow.set_status(view)))
             if not steps and not failed:
-                notes.extend(await self._roll(namespace, sts, set_pods, view, link))
+                roll_notes, rollouts[sts] = await self._roll(
+                    namespace, sts, set_pods, view, link, supervised=supervised, approval=approval
+                )
+                notes.extend(roll_notes)
         self.metrics.stale_role_labels.labels(namespace, name).set(stale)
+        if approval is not None and len(rollouts) == len(sets) and not any(rollouts.values()):
+            # Every set is up to date: the approval is used up (a later roll asks again).
+            await self.r.io(
+                self.kube.merge_patch,
+                f"{names.GROUP}/{names.VERSION}",
+                names.KIND,
+                namespace,
+                name,
+                {"metadata": {"annotations": {rollout.APPROVE_ANNOTATION: None}}},
+            )
         entries = merged_entries(previous, sets, views)
+        for entry in entries:
+            if entry.get("name") in rollouts:
+                progress = rollouts[entry["name"]]
+                if progress is None:
+                    entry.pop("rollout", None)
+                else:
+                    entry["rollout"] = progress
         without = [s for s in sets if not (views.get(s) and views[s].master_pod)]
         conds = [
             Condition(conditions.CONTROLLER_QUORUM, "True", "ControllerAnswered", "the controller answered"),
@@ -263,19 +287,38 @@ class Follower:
         return await self._write(bg, previous, fields, conds, notes)
 
     async def _roll(
-        self, namespace: str, sts: str, pods: list[dict[str, Any]], view: SetView, link: ControllerLink
-    ) -> list[events.Event]:
-        """One step of a master-last roll of `sts`, if its pods are out of date (see `rollout`)."""
+        self,
+        namespace: str,
+        sts: str,
+        pods: list[dict[str, Any]],
+        view: SetView,
+        link: ControllerLink,
+        *,
+        supervised: bool,
+        approval: str | None,
+    ) -> tuple[list[events.Event], dict[str, Any] | None]:
+        """One step of a master-last roll of `sts`, if its pods are out of date (see `rollout`), and the
+        roll's progress for `status.brokerSets[].rollout` (None when the set is up to date)."""
         live = await self.r.io(self.kube.get, "apps/v1", "StatefulSet", namespace, sts)
         if live is None or (live.get("spec") or {}).get("updateStrategy", {}).get("type") != "OnDelete":
-            return []
+            return [], None
+        states = [rollout.PodState.of(p) for p in pods]
+        revision = (live.get("status") or {}).get("updateRevision")
         step = rollout.plan(
             sts,
             replicas=int((live.get("spec") or {}).get("replicas") or 0),
-            update_revision=(live.get("status") or {}).get("updateRevision"),
-            pods=[rollout.PodState.of(p) for p in pods],
+            update_revision=revision,
+            pods=states,
             view=view,
+            supervised=supervised,
+            approved=rollout.is_approved(approval, sts),
         )
+        progress = rollout.progress(step, states, revision)
+        return await self._roll_step(namespace, sts, step, link), progress
+
+    async def _roll_step(
+        self, namespace: str, sts: str, step: rollout.Step, link: ControllerLink
+    ) -> list[events.Event]:
         if isinstance(step, rollout.DeletePod):
             pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": step.pod, "namespace": namespace}}
             await self.r.io(self.kube.delete, pod)
@@ -299,6 +342,8 @@ class Follower:
             ]
         if isinstance(step, rollout.Wait):
             logger.debug("%s", step.reason)
+        if isinstance(step, rollout.AwaitApproval):
+            logger.debug("%s", step.reason)  # status.brokerSets[].rollout says it
         return []
 
     async def _apply(self, namespace: str, steps: list[follow.LabelStep]) -> int:

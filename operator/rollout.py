@@ -5,7 +5,8 @@ controller, decides which pod goes next. One step per cycle, each from a fresh s
 
 1. wait until every pod exists, is Ready, and every replica is alive and in the sync-state-set;
 2. delete an out-of-date slave (highest ordinal first);
-3. when only the master is out of date, ask the controller to elect an up-to-date in-sync slave;
+3. when only the master is out of date, ask the controller to elect an up-to-date in-sync slave (with
+   `masterUpdateStrategy: Supervised`, only once the BrokerGroup carries the approval annotation);
 4. once the old master's role label says slave (labels and the master Service have converged),
    delete it.
 """
@@ -66,11 +67,53 @@ class ElectUpdated:
     target_broker_id: int
 
 
-Step = Done | Wait | DeletePod | ElectUpdated
+@dataclass(frozen=True)
+class AwaitApproval:
+    """Supervised: every slave is rolled; the master's step waits for `brokergroup.io/approve-master-update`."""
+
+    master_pod: str
+    reason: str
+
+
+Step = Done | Wait | DeletePod | ElectUpdated | AwaitApproval
+
+APPROVE_ANNOTATION = f"{names.GROUP}/approve-master-update"
+
+
+def is_approved(annotation: str | None, statefulset: str) -> bool:
+    """The approval annotation names this set, or `all`."""
+    return annotation is not None and annotation.strip() in (statefulset, "all")
+
+
+def progress(step: Step, pods: list[PodState], update_revision: str | None) -> dict[str, object] | None:
+    """`status.brokerSets[].rollout` for a step (None when the set is up to date)."""
+    if isinstance(step, Done):
+        return None
+    updated = sum(1 for p in pods if update_revision and p.revision == update_revision)
+    if isinstance(step, DeletePod):
+        return {"step": "RestartingSlave", "pod": step.pod, "message": step.why, "updatedReplicas": updated}
+    if isinstance(step, ElectUpdated):
+        message = f"the controller elects {step.target_pod}; {step.master_pod} rolls last"
+        return {"step": "SwitchingOver", "pod": step.master_pod, "message": message, "updatedReplicas": updated}
+    if isinstance(step, AwaitApproval):
+        return {
+            "step": "WaitingForApproval",
+            "pod": step.master_pod,
+            "message": step.reason,
+            "updatedReplicas": updated,
+        }
+    return {"step": "Waiting", "message": step.reason[:1024], "updatedReplicas": updated}
 
 
 def plan(
-    statefulset: str, *, replicas: int, update_revision: str | None, pods: list[PodState], view: SetView | None
+    statefulset: str,
+    *,
+    replicas: int,
+    update_revision: str | None,
+    pods: list[PodState],
+    view: SetView | None,
+    supervised: bool = False,
+    approved: bool = False,
 ) -> Step:
     if not update_revision:
         return Wait(f"{statefulset}: the StatefulSet controller has not computed the update revision yet")
@@ -105,6 +148,12 @@ def plan(
             return Wait(f"{statefulset}: {pod.name} is still labelled master; waiting for labels to converge")
         return DeletePod(pod.name, f"{statefulset}: roll slave {pod.name} to revision {update_revision}")
     master = outdated[0]
+    if supervised and not approved:
+        return AwaitApproval(
+            master.name,
+            f"{statefulset}: every slave is rolled; annotate the BrokerGroup {APPROVE_ANNOTATION}={statefulset} "
+            f"(or =all) to switch {master.name} over and roll it",
+        )
     for member in view.members:
         candidate = next((p for p in ours if p.name == member.pod), None)
         if candidate is not None and candidate.revision == update_revision and member.pod != master.name:

@@ -69,6 +69,13 @@ class Replication(enum.Enum):
     """A put is acknowledged once the master has it; slaves follow in the background."""
 
 
+class MasterUpdateStrategy(enum.Enum):
+    UNSUPERVISED = "Unsupervised"
+    """The roll elects an updated slave and restarts the old master by itself."""
+    SUPERVISED = "Supervised"
+    """The roll stops before the master's step until `brokergroup.io/approve-master-update` is set."""
+
+
 class ControllerSpec(_Model):
     replicas: Annotated[int, Field(ge=1, le=7)] = 3
     """Raft nodes: 1, 3, 5 or 7. Immutable (the Raft membership is static)."""
@@ -101,6 +108,9 @@ class BrokersSpec(_Model):
         default_factory=lambda: Resources(requests={"cpu": "250m", "memory": "512Mi"}, limits={"memory": "1Gi"})
     )
     storage: BrokerStorage = Field(default_factory=BrokerStorage)
+    master_update_strategy: MasterUpdateStrategy = MasterUpdateStrategy.UNSUPERVISED
+    """How a roll of the broker pods (new image, resources or settings) treats each set's master, which rolls
+    last."""
 
     @model_validator(mode="after")
     def _in_sync(self) -> BrokersSpec:
