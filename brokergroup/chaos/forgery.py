@@ -8,9 +8,11 @@ or feed the election (issue 22, item 4), to every controller (a follower forward
 - alter-sync-state-set with forged future epochs, naming every replica;
 - a heartbeat for a slave with the current master epoch and an inflated max offset (it would
   win the election ranking);
-- a heartbeat for a broker id the set does not have (it would appear as one more live broker).
+- a heartbeat for a broker id the set does not have (it would appear as one more live broker),
+  once as a POST and once on a heartbeat stream (the WebSocket the brokers use).
 
-Every one must be refused (HTTP status 400 or above) and change nothing: the set's master,
+Every one must be refused (HTTP status 400 or above; on a stream, a refused upgrade, an error
+answer or a close) and change nothing: the set's master,
 master epoch, sync-state-set and its epoch as the controller reports them, and each
 controller's count of live brokers. The offsets a heartbeat carries are not visible from
 outside; the refusal is what shows they were not taken.
@@ -27,6 +29,9 @@ from brokergroup.controller.client import ControllerClient
 
 INFLATED_OFFSET = 2**40
 UNKNOWN_ID_OFFSET = 100
+STREAM = "/v1/broker/heartbeat-stream"
+STREAM_ANSWER_S = 1.0
+"""A stream that neither answers nor closes within this long took the heartbeat (it answers only errors)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +71,11 @@ def forged_requests(cluster_name: str, broker_name: str, info: dict[str, Any]) -
             "/v1/broker/heartbeat",
             {**beat, "brokerId": max(sss) + UNKNOWN_ID_OFFSET},
         ),
+        Forged(
+            "heartbeat stream of a broker id the set does not have",
+            STREAM,
+            {**beat, "brokerId": max(sss) + UNKNOWN_ID_OFFSET + 1},
+        ),
     ]
 
 
@@ -76,15 +86,34 @@ async def send(session: aiohttp.ClientSession, controllers: list[str], forged: l
     for request in forged:
         for controller in controllers:
             answer: dict[str, Any] = {"what": request.what, "controller": controller}
+            url = f"http://{controller}{request.path}"
             try:
-                async with session.post(f"http://{controller}{request.path}", json=request.body, timeout=timeout) as r:
+                if request.path == STREAM:
+                    answer |= await _on_stream(session, url, request.body)
+                    answers.append(answer)
+                    continue
+                async with session.post(url, json=request.body, timeout=timeout) as r:
                     text = await r.text()
                     answer |= {"httpStatus": r.status, "refused": r.status >= 400, "answer": text[:200]}
+            except aiohttp.WSServerHandshakeError as exc:
+                answer |= {"httpStatus": exc.status, "refused": exc.status >= 400, "answer": exc.message[:200]}
             except (aiohttp.ClientError, TimeoutError) as exc:
                 # No answer is not a refusal: the request may have been taken before the connection broke.
                 answer |= {"httpStatus": None, "refused": False, "answer": str(exc) or type(exc).__name__}
             answers.append(answer)
     return answers
+
+
+async def _on_stream(session: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> dict[str, Any]:
+    """One heartbeat on a new stream; refused if the stream answers (only errors are answered) or closes."""
+    async with session.ws_connect(url, timeout=aiohttp.ClientWSTimeout(ws_close=5)) as ws:
+        await ws.send_json(body)
+        try:
+            message = await ws.receive(timeout=STREAM_ANSWER_S)
+        except TimeoutError:
+            return {"httpStatus": 101, "refused": False, "answer": f"no answer within {STREAM_ANSWER_S} s"}
+        shown = str(message.data)[:200] if message.type == aiohttp.WSMsgType.TEXT else message.type.name
+        return {"httpStatus": 101, "refused": True, "answer": shown}
 
 
 async def snapshot(

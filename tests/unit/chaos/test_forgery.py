@@ -16,7 +16,7 @@ INFO: dict[str, Any] = {
 
 
 def test_forged_requests_shrink_with_current_epochs_forge_future_ones_and_inflate_offsets() -> None:
-    shrink, future, slave, unknown = forged_requests("chaos", "bs0", INFO)
+    shrink, future, slave, unknown, stream = forged_requests("chaos", "bs0", INFO)
     assert shrink.path == "/v1/alter-sync-state-set"
     assert shrink.body == {
         "brokerName": "bs0",
@@ -33,6 +33,8 @@ def test_forged_requests_shrink_with_current_epochs_forge_future_ones_and_inflat
     assert slave.path == "/v1/broker/heartbeat"
     assert (slave.body["brokerId"], slave.body["epoch"], slave.body["maxOffset"]) == (1, 5, INFLATED_OFFSET)
     assert unknown.body["brokerId"] not in INFO["syncStateSet"]
+    assert stream.path == "/v1/broker/heartbeat-stream"
+    assert stream.body["brokerId"] not in [*INFO["syncStateSet"], unknown.body["brokerId"]]
 
 
 def state(sss: list[int], active: int) -> dict[str, Any]:
