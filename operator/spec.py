@@ -64,9 +64,11 @@ class BrokerStorage(Storage):
 
 class Replication(enum.Enum):
     SYNC = "Sync"
-    """A put is acknowledged once every sync-state-set member has it (and it is fsynced)."""
+    """A put is acknowledged once the master and every sync-state-set member have fsynced it: nothing
+    acknowledged or consumed is lost to a kill -9 of any processes or a power loss of one or every machine."""
     ASYNC = "Async"
-    """A put is acknowledged once the master has it; slaves follow in the background."""
+    """A put is acknowledged once the master has fsynced it; slaves follow in the background. A failover
+    loses the acknowledged, and possibly already consumed, messages that no slave had received."""
 
 
 class MasterUpdateStrategy(enum.Enum):

@@ -16,8 +16,10 @@ Invariants:
   to the end of the log, which relabels that epoch's data and makes followers re-fetch it;
 - a new epoch while already master keeps the connections: every frame looks its epoch up in the
   current epoch cache, so none crosses the new boundary (#9689);
-- the confirm offset is recomputed on every ack, every append, every sync-state-set change and
-  every connection change, and only ever raised (`syncset` has the rules);
+- the confirm offset is recomputed on every ack, every append, every flush, every sync-state-set
+  change and every connection change, and only ever raised (`syncset` has the rules). Under SYNC
+  flush it never passes the master's own fsynced offset (`store.ackable_offset`), nor a slave's
+  (slaves ack only fsynced bytes), so what consumers read survives a power loss of every machine;
 - a put's acks are re-evaluated on every ack, sync-state-set change and connection change; puts
   still waiting when this broker stops being master answer FLUSH_SLAVE_TIMEOUT at once;
 - shrink and expand proposals go to `on_sync_state_set_change(proposed)` (always containing this
@@ -82,6 +84,7 @@ class HAService:
         self._slave: HASlave | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         store.add_append_listener(self._on_append)
+        store.add_flush_listener(self._on_flushed)  # the confirm offset waits for this replica's fsync too
 
     # ---- lifecycle and roles ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -289,7 +292,7 @@ class HAService:
     def _update_confirm(self) -> None:
         store = self._store
         confirm = self._syncset.compute_confirm_offset(
-            store.max_offset, self._acks(), self._connected(), store.confirm_offset
+            store.ackable_offset, self._acks(), self._connected(), store.confirm_offset
         )
         if confirm > store.confirm_offset:
             store.set_confirm_offset(confirm)
@@ -317,6 +320,24 @@ class HAService:
         except Exception:
             logger.exception("updating the confirm offset after an append failed")
         self._server.wake_all()
+
+    def _on_flushed(self, _flushed_offset: int) -> None:
+        """Store flush listener, must not raise: the confirm offset may rise (`_update_confirm`
+        wakes the senders when it does)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not loop:
+            loop.call_soon_threadsafe(self._on_flushed, _flushed_offset)
+        elif self._role == "master":
+            try:
+                self._update_confirm()
+            except Exception:
+                logger.exception("updating the confirm offset after a flush failed")
 
     # ---- status -------------------------------------------------------------------------------------------
     def runtime_info(self) -> dict[str, Any]:

@@ -191,6 +191,13 @@ class Pipe:
         self._to_master += b"".join(encode(a) for a in acks)
 
     def tick(self) -> None:
-        acks = self.sc.tick(self.now)
+        self._send(self.sc.tick(self.now))
+
+    def flush_slave(self) -> None:
+        """The slave's log becomes durable; the ack that makes due goes to the master (at the next pump)."""
+        self.slave.flush()
+        self._send(self.sc.flushed(self.slave, self.now))
+
+    def _send(self, acks: list[SlaveTransferAck]) -> None:
         self.acks += acks
         self._to_master += b"".join(encode(a) for a in acks)

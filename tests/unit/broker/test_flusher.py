@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
-from store_factories import msg, open_store
+from store_factories import SETTINGS, msg, open_store
 
 from brokergroup.broker.settings import FlushMode
 from brokergroup.broker.store.flusher import GroupCommitFlusher
@@ -187,3 +187,92 @@ def test_a_file_flush_job_survives_the_segment_being_cut(tmp_path: Path) -> None
         assert (store.max_offset, store.flushed_offset) == (0, 0)
     finally:
         store.close()
+
+
+# ---- slaves: replicated appends, no put waiting (issue 21) -------------------------------------------
+
+
+@pytest.fixture
+def master() -> Iterator[MessageStore]:
+    opened = open_store(Path("unused"), memory=True)
+    yield opened
+    opened.close()
+
+
+def replicate(master: MessageStore, slave: MessageStore, count: int = 1) -> int:
+    """`count` puts on the master, shipped to `slave` as one replicated frame; the slave's new end."""
+    start = master.max_offset
+    for i in range(count):
+        put(master, b"replicated %d" % i)
+    slave.append_raw(start, master.read_raw(start, master.max_offset - start))
+    return slave.max_offset
+
+
+async def test_a_sync_flusher_fsyncs_replicated_frames_with_no_put_waiting(
+    store: MessageStore, master: MessageStore, make_flusher: Callable[..., GroupCommitFlusher]
+) -> None:
+    seam = GatedThread()
+    seam.gate.set()
+    make_flusher(seam=seam)
+    end = replicate(master, store, 3)
+    assert store.flushed_offset < end
+    await wait_until(lambda: store.flushed_offset == end, timeout=10.0)
+    assert seam.calls >= 1
+
+
+async def test_one_fsync_covers_every_frame_received_during_the_previous_one(
+    store: MessageStore, master: MessageStore, make_flusher: Callable[..., GroupCommitFlusher]
+) -> None:
+    seam = GatedThread()
+    flusher = make_flusher(seam=seam)
+    first = replicate(master, store)
+    await wait_until(lambda: seam.calls == 1, timeout=10.0)  # flush 1 runs, covering the first frame only
+    for _ in range(5):
+        end = replicate(master, store)
+    assert store.flushed_offset == 0
+    seam.gate.set()
+    await wait_until(lambda: store.flushed_offset == end, timeout=10.0)
+    assert first < end
+    assert seam.calls == flusher.flush_count == 2
+
+
+async def test_an_async_flusher_flushes_replicated_frames_within_its_interval(
+    tmp_path: Path, master: MessageStore
+) -> None:
+    slave = MessageStore.open(tmp_path, SETTINGS.model_copy(update={"flush": FlushMode.ASYNC}), memory=True)
+    flusher = GroupCommitFlusher(slave, FlushMode.ASYNC, interval_ms=20, timeout_ms=1000)
+    flusher.start()
+    try:
+        end = replicate(master, slave, 2)
+        assert slave.ackable_offset == end  # ASYNC acknowledges what is written
+        await wait_until(lambda: slave.flushed_offset == end, timeout=10.0)
+    finally:
+        await flusher.stop()
+
+
+async def test_a_sync_slave_acknowledges_only_flushed_bytes_and_hears_of_each_flush(
+    store: MessageStore, master: MessageStore, make_flusher: Callable[..., GroupCommitFlusher]
+) -> None:
+    heard: list[tuple[int, int]] = []
+    store.add_flush_listener(lambda offset: heard.append((offset, store.ackable_offset)))
+    seam = GatedThread()
+    make_flusher(seam=seam)
+    end = replicate(master, store, 2)
+    await wait_until(lambda: seam.calls == 1, timeout=10.0)
+    assert (store.max_offset, store.ackable_offset) == (end, 0)
+    seam.gate.set()
+    await wait_until(lambda: heard != [], timeout=10.0)
+    assert heard == [(end, end)]
+
+
+async def test_after_a_failed_fsync_a_sync_slave_acknowledges_nothing_more(
+    store: MessageStore, master: MessageStore, make_flusher: Callable[..., GroupCommitFlusher]
+) -> None:
+    seam = GatedThread(fail=True)
+    seam.gate.set()
+    flusher = make_flusher(seam=seam)
+    replicate(master, store)
+    await wait_until(lambda: flusher.failure is not None, timeout=10.0)
+    replicate(master, store)
+    await flusher.stop()  # its last flush round would flush anything it still may
+    assert (store.flushed_offset, store.ackable_offset, seam.calls) == (0, 0, 1)
