@@ -159,7 +159,8 @@ def test_granted_verbs_are_exactly_the_rules(
     ours = {
         "brokergroups.brokergroup.io", "brokergroups.brokergroup.io/status", "statefulsets.apps", "services",
         "configmaps", "secrets", "poddisruptionbudgets.policy", "networkpolicies.networking.k8s.io", "pods",
-        "events.events.k8s.io",
+        "events.events.k8s.io", "serviceaccounts", "roles.rbac.authorization.k8s.io",
+        "rolebindings.rbac.authorization.k8s.io",
     }  # fmt: skip
     everyone = {
         "selfsubjectreviews.authentication.k8s.io", "selfsubjectaccessreviews.authorization.k8s.io",
