@@ -471,12 +471,13 @@ class PowerFs:
         return DropReport(tuple(sorted(chosen)), files, lost, reverted, len(closed), freed, shown)
 
     def _paths(self) -> dict[int, str]:
-        """A current path of every named inode."""
+        """A path of every named inode: its current name, or else its durable one."""
         out: dict[int, str] = {ROOT: "/"}
         stack = [(ROOT, "")]
         while stack:
             ino, path = stack.pop()
-            for name, child in (self.inodes[ino].entries or {}).items():
+            node = self.inodes[ino]
+            for name, child in {**(node.durable_entries or {}), **(node.entries or {})}.items():
                 if child not in out:
                     out[child] = f"{path}/{name}"
                     stack.append((child, f"{path}/{name}"))
