@@ -20,13 +20,19 @@ Invariants:
 - a body holds at most `batch_size` bytes of whole records (one larger record goes alone);
 - an ack beyond what was sent is a protocol error (a peer cannot fake acks, #3015);
 - caught-up time (for the shrink rule): `now` when the ack reaches the master's max offset, else
-  the time of the last data frame if the ack covers what the master had then (RocketMQ's rule
-  without "nothing to send means caught up", which counted slaves that had not acked).
+  the time of the latest data frame whose send found the master's max offset at or below the
+  ack (the slave had everything the master had then). RocketMQ looks at the last data frame only,
+  and counts "nothing to send" as caught up, which counted slaves that had not acked. Looking
+  further back matters since acks wait for the slave's fsync (SYNC flush): under steady load the
+  next frame is usually sent before the ack of the previous one arrives, and a slave that is never
+  more than an fsync behind must not be shrunk out of the sync-state-set for it.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
+from typing import Final
 
 from brokergroup.broker.errors import ProtocolError
 from brokergroup.broker.ha import ReplicationError
@@ -44,6 +50,9 @@ from brokergroup.broker.protocol.ha import (
 )
 from brokergroup.broker.store.epoch import EpochEntry
 from brokergroup.broker.store.types import ReplicatedLog
+
+MAX_FRAMES_REMEMBERED: Final = 1024
+"""Data frames whose (master max offset, time) are kept for the caught-up rule, newest last."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +102,8 @@ class MasterConnection:
         self._handshake_due = False
         self._next: int | None = None
         self._last_write_ms = now_ms
-        self._last_transfer_ms: int | None = None
-        self._max_at_transfer = 0
+        self._sent: deque[tuple[int, int]] = deque(maxlen=MAX_FRAMES_REMEMBERED)
+        """(the master's max offset, time) at each data frame not yet covered by an ack."""
         self._sent_confirm = -1
 
     @property
@@ -125,6 +134,7 @@ class MasterConnection:
         self.state = HAState.HANDSHAKE
         self._handshake_due = True
         self._next = None
+        self._sent.clear()
         self.ack_offset = -1
         return Handshaked(frame.slave_broker_id, frame.is_async_learner)
 
@@ -155,11 +165,10 @@ class MasterConnection:
         return start
 
     def _caught_up_time(self, offset: int, max_offset: int, now_ms: int) -> int | None:
-        if offset >= max_offset:
-            return now_ms
-        if self._last_transfer_ms is not None and offset >= self._max_at_transfer:
-            return self._last_transfer_ms
-        return None
+        sent, caught_up = self._sent, None
+        while sent and sent[0][0] <= offset:
+            caught_up = sent.popleft()[1]
+        return now_ms if offset >= max_offset else caught_up
 
     # ---- master -> slave ----------------------------------------------------------------------
     def next_transfer(self, store: ReplicatedLog, now_ms: int) -> MasterFrame | None:
@@ -204,8 +213,7 @@ class MasterConnection:
             raise ReplicationError(
                 f"read_raw at offset={position} returned {len(body)} bytes; epoch {entry.epoch} ends at {limit}"
             )
-        self._max_at_transfer = store.max_offset
-        self._last_transfer_ms = now_ms
+        self._sent.append((store.max_offset, now_ms))
         self._next = position + len(body)
         return self._frame(entry, position, max(store.confirm_offset, 0), body, now_ms)
 

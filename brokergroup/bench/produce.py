@@ -6,9 +6,9 @@ Modes (broker flags on every replica):
 
 - sync: `--flush SYNC --all-ack --min-in-sync-replicas 2`. A put is acknowledged once the
   master has fsynced it (group commit) AND every member of the sync-state-set (all 3 replicas
-  here, as the benchmark waits for the full set) has acknowledged it. Slaves acknowledge what
-  they have written, not fsynced (RocketMQ's SYNC_MASTER). Puts are refused when fewer than 2
-  replicas are in sync.
+  here, as the benchmark waits for the full set) has acknowledged it. Slaves acknowledge only
+  what they have fsynced (group commit too; RocketMQ's SYNC_MASTER slaves acknowledge from the
+  page cache). Puts are refused when fewer than 2 replicas are in sync.
 - async: `--flush ASYNC --in-sync-replicas 1 --min-in-sync-replicas 1`. A put is acknowledged
   once the master has written it to its log (page cache); fsync runs every 500 ms in the
   background and slaves replicate in the background (RocketMQ's ASYNC_MASTER + ASYNC_FLUSH).
@@ -84,8 +84,8 @@ class Mode:
 MODES: dict[str, Mode] = {
     "sync": Mode(
         flags=["--flush", "SYNC", "--all-ack", "--min-in-sync-replicas", "2"],
-        meaning="acknowledged after the master's fsync (group commit) and the write acks of every sync-state-set "
-        "member (3 of 3 here); slaves ack what they have written, not fsynced; refused below 2 in-sync replicas",
+        meaning="acknowledged after the master's fsync (group commit) and the fsync acks of every sync-state-set "
+        "member (3 of 3 here; slaves ack only what they have fsynced); refused below 2 in-sync replicas",
     ),
     "async": Mode(
         flags=["--flush", "ASYNC", "--in-sync-replicas", "1", "--min-in-sync-replicas", "1"],

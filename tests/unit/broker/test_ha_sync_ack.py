@@ -13,7 +13,7 @@ import pytest
 from ha_fakes import FakeLog, Pipe
 
 from brokergroup.broker.ha.service import HAService
-from brokergroup.broker.protocol.ha import HAState, SlaveTransferAck
+from brokergroup.broker.protocol.ha import HAState, SlaveTransferAck, encode
 from brokergroup.broker.settings import HASettings
 from brokergroup.broker.store.types import PutStatus
 
@@ -68,6 +68,20 @@ def test_the_start_offset_is_acked_only_once_the_log_is_durable_up_to_it() -> No
     again.pump()
     assert again.acks == [SlaveTransferAck(master.max_offset)]
     assert again.mc.state is HAState.TRANSFER
+
+
+def test_a_slave_one_fsync_behind_under_load_still_counts_as_caught_up() -> None:
+    master, slave = synced_master(2), FakeLog(segment_size=4096, sync=True)
+    pipe = Pipe(master, slave)
+    pipe.pump()  # t=0: the first data frame is delivered, not yet fsynced
+    first_end = slave.max_offset
+    master.put_n(2)
+    assert pipe.mc.next_transfer(master, 10) is not None  # t=10: the next frame leaves before the ack
+    slave.flush()
+    [ack] = pipe.sc.flushed(slave, 20)
+    assert ack == SlaveTransferAck(first_end)
+    [acked] = pipe.mc.receive(encode(ack), master, 20)
+    assert acked.caught_up_ms == 0  # it had everything the master had at t=0
 
 
 def test_an_async_slave_acks_what_it_has_written() -> None:
