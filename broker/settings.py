@@ -17,9 +17,11 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 class FlushMode(enum.Enum):
     SYNC = "SYNC"
-    """A put returns after its bytes are fsynced (group commit)."""
+    """Every replica fsyncs what it appends at once (group commit); a master answers a put, and a slave
+    acknowledges replicated bytes, only once they are fsynced."""
     ASYNC = "ASYNC"
-    """A put returns after the write; a background task fsyncs every `flush_interval_ms`."""
+    """A put returns (a slave acknowledges) after the write; a background task fsyncs every
+    `flush_interval_ms`, on masters and slaves alike."""
 
 
 class StoreSettings(BaseModel):
@@ -29,9 +31,9 @@ class StoreSettings(BaseModel):
     max_message_size: Annotated[int, Field(ge=1, le=64 * 1024 * 1024)] = 4 * 1024 * 1024
     """Largest message body accepted."""
     flush: FlushMode = FlushMode.SYNC
-    """SYNC: fsync before acknowledging (group commit); ASYNC: fsync in the background."""
+    """SYNC: fsync before acknowledging, on every replica (group commit); ASYNC: fsync in the background."""
     flush_interval_ms: Annotated[int, Field(ge=1, le=60_000)] = 500
-    """ASYNC mode: fsync period."""
+    """ASYNC mode: fsync period on masters and slaves (RocketMQ flushIntervalCommitLog, 500 ms)."""
     sync_flush_timeout_ms: Annotated[int, Field(ge=1, le=60_000)] = 5000
     """SYNC mode: a put waits this long for its fsync, then answers FLUSH_DISK_TIMEOUT."""
 
