@@ -135,13 +135,14 @@ def render(result: dict[str, Any]) -> str:
         lines.append(f"tolerated in {summary['mode']} mode (counted, not failing): {', '.join(verdict['tolerated'])}")
     for kind, examples in verdict["examples"].items():
         lines.append(f"  {kind}: {json.dumps(examples[:3])}")
-    outage = result["writeOutage"]
-    if outage["faults"]:
-        lines.append(
-            f"controller follower faults: {outage['faults']}, refused puts {outage['refusedPuts']}, "
-            f"master changes {outage['masterChanges']}, longest time without an acknowledgement "
-            f"{outage['longestAckGapS']} s"
-        )
+    for key, what in (("writeOutage", "controller follower"), ("leaderFaultOutage", "controller leader")):
+        outage = result[key]
+        if outage["faults"]:
+            lines.append(
+                f"{what} faults: {outage['faults']}, refused puts {outage['refusedPuts']}, "
+                f"master changes {outage['masterChanges']}, longest time without an acknowledgement "
+                f"{outage['longestAckGapS']} s"
+            )
     losses = [f for f in result["faults"] if f["kind"] == "power-loss"]
     if losses:
         dropped = {

@@ -80,6 +80,8 @@ CUT_BEFORE_KILL_S = 1.0
 POWER_LOSS = "power-loss"
 MINORITY_CONTROLLER_KINDS = ("stop-follower", "blackhole-follower")
 """Faults of one controller follower: the run measures refused puts and master changes during them."""
+LEADER_KINDS = ("kill-leader", "stop-leader", "partition-leader")
+"""Faults of the controller leader: the run measures the same, reported apart (no master may lose its role)."""
 NETNS_KINDS = (*PARTITION_KINDS, "blackhole-follower")
 FAILOVER_CATCHUP = "failover-catchup"
 FORGE = "forge-requests"

@@ -37,7 +37,7 @@ from brokergroup.chaos.history import (
     read_history,
     record_topology,
 )
-from brokergroup.chaos.nemesis import FAILOVER_CATCHUP, FORGE, MINORITY_CONTROLLER_KINDS, Fault, Nemesis
+from brokergroup.chaos.nemesis import FAILOVER_CATCHUP, FORGE, LEADER_KINDS, MINORITY_CONTROLLER_KINDS, Fault, Nemesis
 from brokergroup.chaos.topology import ChaosCluster, ClusterSpec
 from brokergroup.common.jsonl import read_jsonl
 from brokergroup.controller.agreement import wait_for_agreement
@@ -111,6 +111,7 @@ class ChaosRun:
         self.safety: list[str] = []
         """What a fault saw that must never happen (a forged request taken)."""
         self.outages: list[outage.WriteOutage] = []
+        self.leader_outages: list[outage.WriteOutage] = []
 
     async def run(self) -> dict[str, Any]:
         started = time.monotonic()
@@ -135,6 +136,7 @@ class ChaosRun:
             "raftStates": self.raft_states,
             "safety": self.safety,
             "writeOutage": outage.summarize(self.outages),
+            "leaderFaultOutage": outage.summarize(self.leader_outages),
             "run": self._summary(time.monotonic() - started),
             "faults": self.faults,
         }
@@ -234,7 +236,7 @@ class ChaosRun:
         acked = sum(p.acked for p in producers)
         self.safety += [f"fault {number} ({kind}): {v}" for v in fault.detail.get("violations", [])]
         extra: dict[str, Any] = {}
-        if kind in MINORITY_CONTROLLER_KINDS:
+        if kind in MINORITY_CONTROLLER_KINDS or kind in LEADER_KINDS:
             window = outage.measure(
                 refused_before=refused_before,
                 refused_after=sum(p.refused for p in producers),
@@ -244,9 +246,9 @@ class ChaosRun:
                 start=started,
                 end=time.monotonic(),
             )
-            self.outages.append(window)
+            (self.outages if kind in MINORITY_CONTROLLER_KINDS else self.leader_outages).append(window)
             extra["writeOutage"] = window.describe()
-            if outage.FAILS_RUN and window.any:
+            if outage.FAILS_RUN and window.any and kind in MINORITY_CONTROLLER_KINDS:
                 self.liveness.append(f"fault {number} ({kind} {fault.target}): write outage {window.describe()}")
         self.faults.append(
             {

@@ -80,6 +80,9 @@ def test_ten_faults_in_sync_mode_lose_duplicate_and_split_nothing(tmp_path: Path
     for replica, count in stats["finalReads"]["bs0/chaos/0"].items():
         assert count >= stats["sendsOk"], f"{replica} holds {count} of {stats['sendsOk']} acknowledged"
     assert stats["elections"].get("new_master_elected", 0) >= 3, stats  # the faults forced failovers
+    leader_faults = [f for f in result["faults"] if f["kind"] in ("kill-leader", "stop-leader")]
+    assert all("writeOutage" in f for f in leader_faults), leader_faults
+    assert result["leaderFaultOutage"]["faults"] == len(leader_faults) > 0, result["leaderFaultOutage"]
     if use_netns:
         cut = next(f for f in result["faults"] if f["kind"] == PARTITION)
         assert cut["cuts"][cut["target"]] == ["n0", "n1", "n2"], cut
