@@ -116,13 +116,20 @@ class Producer:
         status, remark = "UNREACHABLE", "no master known"
         refresh = False
         while time.monotonic() < deadline:
-            master = await self.finder.find(refresh=refresh)
+            # Neither finding the master nor one attempt may outlast the deadline (a hung controller
+            # or broker would otherwise hold the send for the whole request timeout).
+            try:
+                async with asyncio.timeout(deadline - time.monotonic()):
+                    master = await self.finder.find(refresh=refresh)
+            except TimeoutError:
+                status, remark = "UNREACHABLE", "no controller named the master in time"
+                break
             if master is not None:
                 attempts += 1
+                left = max(0.001, deadline - time.monotonic())
+                timeout = aiohttp.ClientTimeout(total=min(self.timeout.total or left, left))
                 try:
-                    async with self.session.post(
-                        f"http://{master}/v1/messages", json=payload, timeout=self.timeout
-                    ) as r:
+                    async with self.session.post(f"http://{master}/v1/messages", json=payload, timeout=timeout) as r:
                         body = await r.json()
                 except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
                     status, remark = "UNREACHABLE", f"{master}: {str(exc) or type(exc).__name__}"

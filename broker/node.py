@@ -41,7 +41,9 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event | None = N
     async with (
         aiohttp.ClientSession() as session,
         ControllerClient(
-            settings.controller.addresses, token=settings.controller.admin_token, timeout=5.0
+            settings.controller.addresses,
+            token=settings.controller.broker_token or settings.controller.admin_token,
+            timeout=5.0,
         ) as controller,
     ):
         host = settings.advertise_host or settings.host

@@ -8,10 +8,14 @@ controller's push to `POST /v1/role-change`), and turns each decision into a rep
 (`HAService.become_master` / `become_slave`).
 
 Write lease (DESIGN §4, closes RocketMQ #7017): a master acknowledges writes only while it has
-reached the controller leader within `controller.write_lease_ms`, and that leader still names
-it master at its epoch. An old master cut off from the controllers stops acknowledging before
-the controllers can elect a new one (lease + 3 s stale-leader grace < heartbeat timeout, checked
-by the settings).
+reached the controller leader within `controller.write_lease_ms`, that leader still names it
+master at its epoch, and that leader heard its heartbeat recently (replica-info's
+heartbeatAgeMs). An old master cut off from the controllers, or whose heartbeats no longer
+arrive, stops acknowledging before the controllers can elect a new one (the margin is checked
+by the settings: `ControllerLinkSettings`).
+
+Heartbeats go to every controller node concurrently, one task per node, each send bounded by
+`controller.heartbeat_send_timeout_ms`: one hung node never delays the heartbeats to the others.
 
 A role-change push is only a hint: the broker re-reads replica-info from the controller before
 acting, so a forged push cannot demote a master or poison its epoch.
@@ -140,7 +144,12 @@ class RoleManager:
         self._tasks: list[asyncio.Task[None]] = []
         self._follow: asyncio.Task[None] | None = None
         self._sync_now = asyncio.Event()
-        self._streams = [HeartbeatStream(a, session=session) for a in settings.controller.addresses]
+        send_timeout = settings.controller.send_timeout_ms / 1000
+        token = settings.controller.broker_token or settings.controller.admin_token
+        self._streams = [
+            HeartbeatStream(a, session=session, timeout=send_timeout, token=token)
+            for a in settings.controller.addresses
+        ]
         self.on_role_change: Callable[[Role, int, int | None], None] | None = None
         """Told (role, master epoch, broker id) on every role change; `podlabels` relabels the pod. Must not block."""
         self.ready_gate: Callable[[], bool] = lambda: True
@@ -173,8 +182,8 @@ class RoleManager:
         self.ha = self._make_ha(self.broker_id)
         await self.ha.start()
         loop = asyncio.get_running_loop()
-        self._tasks.append(loop.create_task(self._heartbeat_loop()))
         await self._heartbeat_once()
+        self._tasks.extend(loop.create_task(self._heartbeat_loop(stream)) for stream in self._streams)
         decision = Decision.of(registered)
         if registered.master_broker_id is not None:
             await self.apply(decision)
@@ -225,7 +234,6 @@ class RoleManager:
             self.files.save_final(identity)
         self.broker_id = identity.broker_id
         logger.info("broker %s/%s has controller id %s", s.broker_name, self.address, self.broker_id)
-        started = monotonic_ms()
         response = await self.controller.register(
             protocol.RegisterRequest(
                 cluster_name=s.cluster_name,
@@ -234,7 +242,7 @@ class RoleManager:
                 broker_address=self.address,
             )
         )
-        self._renew_lease(started, Decision.of(response))
+        self.poke()  # the write lease comes from replica-info, which says whether our heartbeats arrive
         return response
 
     # ---- heartbeats ---------------------------------------------------------------------------
@@ -254,17 +262,30 @@ class RoleManager:
         )
 
     async def _heartbeat_once(self) -> None:
+        """One heartbeat to every controller at once; each send is bounded by its timeout."""
         beat = self.heartbeat_request()
-        for stream in self._streams:
-            try:
-                await stream.send(beat)
-            except (aiohttp.ClientError, OSError) as exc:
-                logger.debug("heartbeat to %s failed: %s", stream.address, exc)
+        await asyncio.gather(*(self._send_heartbeat(stream, beat) for stream in self._streams))
 
-    async def _heartbeat_loop(self) -> None:
+    async def _send_heartbeat(self, stream: HeartbeatStream, beat: protocol.HeartbeatRequest) -> None:
+        try:
+            await stream.send(beat)
+        except aiohttp.WSServerHandshakeError as exc:
+            level = logging.WARNING if exc.status in (401, 403) else logging.DEBUG  # a wrong controller.broker_token
+            logger.log(level, "heartbeat stream to %s refused: HTTP %s %s", stream.address, exc.status, exc.message)
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            logger.debug("heartbeat to %s failed: %s", stream.address, str(exc) or type(exc).__name__)
+
+    async def _heartbeat_loop(self, stream: HeartbeatStream) -> None:
+        """Heartbeats to one controller node, on a fixed period: a node that hangs delays only its
+        own stream (RocketMQ sends them from a thread pool, fire-and-forget)."""
+        period = self.settings.controller.heartbeat_interval_ms / 1000
+        loop = asyncio.get_running_loop()
+        next_at = loop.time()
         while True:
-            await asyncio.sleep(self.settings.controller.heartbeat_interval_ms / 1000)
-            await self._heartbeat_once()
+            next_at += period
+            await asyncio.sleep(max(0.0, next_at - loop.time()))
+            await self._send_heartbeat(stream, self.heartbeat_request())
+            next_at = max(next_at, loop.time() - period)  # after a slow send, do not burst to catch up
 
     # ---- following the controller -------------------------------------------------------------
     async def _sync_loop(self) -> None:
@@ -280,7 +301,13 @@ class RoleManager:
         """RocketMQ schedulingSyncBrokerMetadata, plus the write lease."""
         started = monotonic_ms()
         try:
-            info = await self.controller.replica_info(self.settings.broker_name)
+            # A read stuck on a node that forwards to a hung leader must not outlive the lease's use:
+            # give up after half the lease and ask again (the next node may know the new leader).
+            info = await self.controller.replica_info(
+                self.settings.broker_name,
+                broker_id=self.broker_id,
+                timeout=self.settings.controller.write_lease_ms / 2000,
+            )
         except ControllerError as exc:
             if exc.code == ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST:
                 logger.warning("the controller lost broker set %s; registering again", self.settings.broker_name)
@@ -290,7 +317,7 @@ class RoleManager:
                 logger.info("replica-info failed: %s", exc)
             return
         decision = Decision.of(info)
-        self._renew_lease(started, decision)
+        self._renew_lease(started, decision, info.heartbeat_age_ms)
         if decision.master_epoch > self.master_epoch:
             if decision.master_broker_id is not None and decision.master_address:
                 await self.apply(decision)
@@ -317,7 +344,6 @@ class RoleManager:
         """RocketMQ brokerElect: ask the controller to elect; SUCCESS and MASTER_STILL_EXIST both answer."""
         s = self.settings
         assert self.broker_id is not None
-        started = monotonic_ms()
         request = protocol.ElectMasterRequest(
             cluster_name=s.cluster_name, broker_name=s.broker_name, broker_id=self.broker_id
         )
@@ -330,8 +356,8 @@ class RoleManager:
             decision = Decision.of(exc.data)
         if decision.master_broker_id is None or not decision.master_address:
             return False
-        self._renew_lease(started, decision)
         await self.apply(decision)
+        self.poke()  # the write lease comes from replica-info, which says whether our heartbeats arrive
         return True
 
     # ---- role changes ---------------------------------------------------------------------------
@@ -453,9 +479,22 @@ class RoleManager:
             logger.info("sync-state-set is now %s (epoch %s)", response.sync_state_set, response.sync_state_set_epoch)
 
     # ---- writes ------------------------------------------------------------------------------------
-    def _renew_lease(self, started_ms: int, decision: Decision) -> None:
-        if decision.master_broker_id == self.broker_id and decision.master_epoch >= self.master_epoch:
-            self._lease_until_ms = started_ms + self.settings.controller.write_lease_ms
+    def _renew_lease(self, started_ms: int, decision: Decision, heartbeat_age_ms: int | None) -> None:
+        """Renew the write lease from a leader's answer that still names this broker master, and
+        only if that leader heard this broker's heartbeat recently: the leader then declares it dead
+        no earlier than `started_ms - age + heartbeat_timeout`, which the settings keep at least the
+        stale-leader fallback after the lease ends (`ControllerLinkSettings.max_heartbeat_age_ms`).
+        Replica-info alone is not enough: it can reach the leader while the heartbeats do not."""
+        c = self.settings.controller
+        if decision.master_broker_id != self.broker_id or decision.master_epoch < self.master_epoch:
+            return
+        if heartbeat_age_ms is None or heartbeat_age_ms > c.max_heartbeat_age_ms:
+            logger.warning(
+                "write lease not renewed: the controller leader last heard this broker's heartbeat %s",
+                "never (or too long ago)" if heartbeat_age_ms is None else f"{heartbeat_age_ms} ms ago",
+            )
+            return
+        self._lease_until_ms = started_ms + c.write_lease_ms
 
     def lease_remaining_ms(self) -> int:
         return max(0, self._lease_until_ms - monotonic_ms())

@@ -73,7 +73,10 @@ class ControllerLinkSettings(BaseModel):
     addresses: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["127.0.0.1:9878"])
     """controllerAddr: controller API addresses (`;`-separated in env and flags)."""
     heartbeat_interval_ms: Annotated[int, Field(ge=50, le=60_000)] = 1000
-    """brokerHeartbeatInterval."""
+    """brokerHeartbeatInterval: each controller node gets a heartbeat this often, from its own task."""
+    heartbeat_send_timeout_ms: Annotated[int, Field(ge=10, le=60_000)] | None = None
+    """brokergroup: a heartbeat send (and a reconnect) to one node gives up after this long, so a hung
+    node cannot hold its stream past the next beat; must be below the interval (default: 80 % of it)."""
     heartbeat_timeout_ms: Annotated[int, Field(ge=100, le=600_000)] = 10_000
     """controllerHeartBeatTimeoutMills, sent with every heartbeat."""
     sync_broker_metadata_period_ms: Annotated[int, Field(ge=50, le=600_000)] = 5000
@@ -85,8 +88,27 @@ class ControllerLinkSettings(BaseModel):
     write_lease_ms: Annotated[int, Field(ge=100, le=600_000)] = 5000
     """brokergroup: a master acknowledges writes only while it has reached the controller leader
     within this long; an isolated old master stops acknowledging (closes RocketMQ #7017)."""
+    leader_fallback_ms: Annotated[int, Field(ge=0, le=600_000)] = 3000
+    """brokergroup: how long a controller leader that lost its quorum may still answer: the controllers'
+    leaderFallbackTimeout, max(3 s, 2 x raft.max_timeout). Must be at least theirs."""
+    broker_token: str | None = None
+    """brokergroup: the group's broker token (the controllers' `api.broker_token`), sent as a bearer token
+    with heartbeats, registration and sync-state-set changes. On Kubernetes from the Secret
+    `<bg>-controller-auth` (key `brokerToken`); `brokergroup local` generates one."""
     admin_token: str | None = None
     """Token for controller admin calls (not needed by brokers today)."""
+
+    @property
+    def send_timeout_ms(self) -> int:
+        """`heartbeat_send_timeout_ms`, or its default."""
+        if self.heartbeat_send_timeout_ms is not None:
+            return self.heartbeat_send_timeout_ms
+        return self.heartbeat_interval_ms * 4 // 5
+
+    @property
+    def max_heartbeat_age_ms(self) -> int:
+        """The oldest heartbeat (as the leader heard it) from which the write lease is renewed."""
+        return self.heartbeat_timeout_ms - self.write_lease_ms - self.leader_fallback_ms
 
     @model_validator(mode="before")
     @classmethod
@@ -99,14 +121,54 @@ class ControllerLinkSettings(BaseModel):
     def _lease(self) -> ControllerLinkSettings:
         if not self.addresses:
             raise ValueError("controller.addresses: at least one controller address is needed")
-        # A stale controller leader may answer for up to 3 s after losing its quorum.
-        if self.write_lease_ms + 3000 >= self.heartbeat_timeout_ms:
-            raise ValueError(
-                f"controller.write_lease_ms ({self.write_lease_ms}) + 3000 ms (a stale controller leader's "
-                f"grace) must be below controller.heartbeat_timeout_ms ({self.heartbeat_timeout_ms}), or an "
-                "isolated old master could still acknowledge writes after a new master is elected"
-            )
+        problem = lease_margin_problem(
+            write_lease_ms=self.write_lease_ms,
+            heartbeat_interval_ms=self.heartbeat_interval_ms,
+            heartbeat_send_timeout_ms=self.send_timeout_ms,
+            heartbeat_timeout_ms=self.heartbeat_timeout_ms,
+            leader_fallback_ms=self.leader_fallback_ms,
+        )
+        if problem:
+            raise ValueError(problem)
         return self
+
+
+def lease_margin_problem(
+    *,
+    write_lease_ms: int,
+    heartbeat_interval_ms: int,
+    heartbeat_send_timeout_ms: int,
+    heartbeat_timeout_ms: int,
+    leader_fallback_ms: int,
+) -> str | None:
+    """Why these timings could let two masters acknowledge, or make healthy heartbeats miss the
+    lease; None when they are safe.
+
+    A master renews its lease (`write_lease_ms` from when it asked) only from a leader that heard its
+    heartbeat at most `heartbeat_timeout - lease - fallback` ago. That leader declares the broker dead
+    no earlier than `heartbeat_timeout` after that heartbeat, so the lease ends at least
+    `leader_fallback_ms` (the time a deposed leader may still answer) before any election. Heartbeats
+    arrive every interval, each send taking up to its timeout, so the age allowed must cover one
+    interval plus one send, and one more interval so that a single lost beat does not drop the lease.
+    """
+    if heartbeat_send_timeout_ms >= heartbeat_interval_ms:
+        return (
+            f"controller.heartbeat_send_timeout_ms ({heartbeat_send_timeout_ms}) must be below "
+            f"controller.heartbeat_interval_ms ({heartbeat_interval_ms}): a hung controller would otherwise "
+            "hold a heartbeat stream past the next beat"
+        )
+    needed = write_lease_ms + leader_fallback_ms + 2 * heartbeat_interval_ms
+    if needed > heartbeat_timeout_ms:
+        return (
+            f"controller.heartbeat_timeout_ms ({heartbeat_timeout_ms}) must be at least write_lease_ms "
+            f"({write_lease_ms}) + leader_fallback_ms ({leader_fallback_ms}, how long a deposed controller "
+            f"leader may still answer) + 2 x heartbeat_interval_ms ({heartbeat_interval_ms}) = {needed}: "
+            "the lease is renewed only from a leader that heard a heartbeat within heartbeat_timeout - "
+            f"write_lease - leader_fallback = {heartbeat_timeout_ms - write_lease_ms - leader_fallback_ms} ms, "
+            "which must cover a lost heartbeat, or an isolated old master could still acknowledge writes "
+            "after a new master is elected"
+        )
+    return None
 
 
 class KubernetesSettings(BaseModel):

@@ -48,6 +48,12 @@ def add_parser(sub: Any) -> None:
         )
         p.add_argument("--json", action="store_true", help="print JSON instead of a table")
         p.add_argument("--token", default=os.environ.get("BG_ADMIN_TOKEN"), help="admin token (env BG_ADMIN_TOKEN)")
+        p.add_argument(
+            "--timeout",
+            type=_seconds,
+            default=10.0,
+            help="seconds each command may take; a hung controller node is skipped within it (default 10)",
+        )
         p.set_defaults(func=run, admin_fn=fn)
         return p
 
@@ -95,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     async def go() -> Any:
-        async with ControllerClient(addresses, token=args.token) as client:
+        async with ControllerClient(addresses, token=args.token, timeout=args.timeout) as client:
             return await args.admin_fn(args, client)
 
     try:
@@ -117,14 +123,24 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--timeout must be a number of seconds (got {text!r})") from None
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"--timeout must be within (0, 3600] seconds (got {text})")
+    return value
+
+
 async def get_metadata(_args: argparse.Namespace, client: ControllerClient) -> Any:
-    return (await client.metadata(address=client.addresses[0])).wire()
+    return (await client.metadata()).wire()  # the first node to answer: a hung one is skipped
 
 
 async def _broker_names(args: argparse.Namespace, client: ControllerClient) -> list[str]:
     names = [n for n in (args.broker_name or "").split(",") if n]
     if args.cluster_name:
-        state = await client.state(address=client.addresses[0])
+        state = await client.state()
         names += [n for n, s in state["state"]["syncStateInfo"].items() if s["clusterName"] == args.cluster_name]
     if not names:
         raise ControllerError(ResponseCode.CONTROLLER_INVALID_REQUEST, "give -b broker names or -c a cluster name")
@@ -171,12 +187,35 @@ async def clean_metadata(args: argparse.Namespace, client: ControllerClient) -> 
     return {"result": f"clear broker {args.broker_name} metadata from controller success!"}
 
 
+async def _each_node(client: ControllerClient, fn: Callable[[str], Awaitable[Any]]) -> dict[str, Any]:
+    """`fn` on every node at once; a node that fails or hangs shows as {"error": ...}."""
+    answers = await asyncio.gather(*(fn(addr) for addr in client.addresses), return_exceptions=True)
+    out: dict[str, Any] = {}
+    for addr, answer in zip(client.addresses, answers, strict=True):
+        if isinstance(answer, ControllerError):
+            out[addr] = {"error": f"{answer.code.name}: {answer.remark}"}
+        elif isinstance(answer, BaseException):
+            raise answer
+        else:
+            out[addr] = answer
+    return out
+
+
 async def get_config(_args: argparse.Namespace, client: ControllerClient) -> Any:
-    return {addr: await client.get_config(address=addr) for addr in client.addresses}
+    return await _each_node(client, lambda addr: client.get_config(address=addr))
 
 
 async def update_config(args: argparse.Namespace, client: ControllerClient) -> Any:
-    return {addr: await client.update_config({args.key: args.value}, address=addr) for addr in client.addresses}
+    out = await _each_node(client, lambda addr: client.update_config({args.key: args.value}, address=addr))
+    failed = {addr: r["error"] for addr, r in out.items() if isinstance(r, dict) and set(r) == {"error"}}
+    if failed:
+        done = sorted(set(out) - set(failed)) or ["none"]
+        raise ControllerError(
+            ResponseCode.SYSTEM_ERROR,
+            f"{args.key} changed on {', '.join(done)}; not on "
+            + "; ".join(f"{addr} ({error})" for addr, error in sorted(failed.items())),
+        )
+    return out
 
 
 def render(console: Console, command: str, result: Any) -> None:

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 
 from brokergroup.controller import core, eventlog, protocol
 from brokergroup.controller.codes import ControllerError, ResponseCode, http_status
-from brokergroup.controller.service import ControllerService, result_or_raise
+from brokergroup.controller.service import ControllerService, monotonic_ms, result_or_raise
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +77,31 @@ def check_token(request: web.Request) -> None:
             ResponseCode.NO_PERMISSION,
             "this call needs the admin token: Authorization: Bearer <token>",
             {"httpStatus": 401},
+        )
+
+
+def check_broker_token(request: web.Request) -> None:
+    """Requests that feed elections or change a sync-state-set carry the group's broker token
+    (or the admin token). Missing: 401; wrong: 403. Checked before the body is read."""
+    api = request.app[SERVICE].settings.api
+    if not api.broker_token:
+        return
+    given = request.headers.get("Authorization", "")
+    if not given.startswith("Bearer "):
+        raise ControllerError(
+            ResponseCode.NO_PERMISSION,
+            f"{request.method} {request.path} feeds elections and needs this group's broker token: "
+            "Authorization: Bearer <token> (brokers: controller.broker_token)",
+            {"httpStatus": 401},
+        )
+    presented = given[7:].encode()
+    accepted = [t.encode() for t in (api.broker_token, api.admin_token) if t]
+    matches = [hmac.compare_digest(presented, t) for t in accepted]  # constant time, and every compare runs
+    if not any(matches):
+        raise ControllerError(
+            ResponseCode.NO_PERMISSION,
+            f"{request.method} {request.path}: the bearer token is not this group's broker token; nothing changed",
+            {"httpStatus": 403},
         )
 
 
@@ -178,6 +203,7 @@ async def next_id(request: web.Request) -> web.Response:
 
 
 async def apply_id(request: web.Request) -> web.Response:
+    check_broker_token(request)
     req = await parse(request, protocol.ApplyIdRequest)
     result = await request.app[SERVICE].write(
         "apply-id", lambda s, _live: core.apply_broker_id(s, req), broker_name=req.broker_name
@@ -186,6 +212,7 @@ async def apply_id(request: web.Request) -> web.Response:
 
 
 async def register(request: web.Request) -> web.Response:
+    check_broker_token(request)
     req = await parse(request, protocol.RegisterRequest)
     result = await request.app[SERVICE].write(
         "register", lambda s, live: core.register_broker(s, req, live), broker_name=req.broker_name
@@ -194,6 +221,7 @@ async def register(request: web.Request) -> web.Response:
 
 
 async def heartbeat(request: web.Request) -> web.Response:
+    check_broker_token(request)
     req = await parse(request, protocol.HeartbeatRequest)
     request.app[SERVICE].on_heartbeat(req)
     return web.json_response({})
@@ -201,6 +229,7 @@ async def heartbeat(request: web.Request) -> web.Response:
 
 async def heartbeat_stream(request: web.Request) -> web.WebSocketResponse:
     """A persistent heartbeat channel: JSON heartbeats in; closing it marks the broker inactive."""
+    check_broker_token(request)  # at the handshake: a refused stream is never opened
     service = request.app[SERVICE]
     ws = web.WebSocketResponse(heartbeat=10.0, max_msg_size=64 * 1024)
     await ws.prepare(request)
@@ -226,6 +255,8 @@ async def heartbeat_stream(request: web.Request) -> web.WebSocketResponse:
 
 async def elect_master(request: web.Request) -> web.Response:
     req = await parse(request, protocol.ElectMasterRequest)
+    if not req.designate_elect:
+        check_broker_token(request)
     if req.designate_elect:
         check_token(request)
         if req.broker_id < 1:  # RocketMQ would read -1 as "controller-triggered" and demote a live master
@@ -239,6 +270,7 @@ async def elect_master(request: web.Request) -> web.Response:
 
 
 async def alter_sync_state_set(request: web.Request) -> web.Response:
+    check_broker_token(request)
     req = await parse(request, protocol.AlterSyncStateSetRequest)
     result = await request.app[SERVICE].write(
         "alter-sync-state-set",
@@ -253,8 +285,19 @@ async def replica_info(request: web.Request) -> web.Response:
     name = request.query.get("brokerName", "")
     if not name:
         raise ControllerError(ResponseCode.CONTROLLER_INVALID_REQUEST, "query parameter brokerName is required")
-    result = await request.app[SERVICE].read(lambda s, _live: core.get_replica_info(s, name))
-    return ok(result_or_raise(result))
+    broker_id = _int_query(request, "brokerId", 0, low=1, high=2**53) if "brokerId" in request.query else None
+    service = request.app[SERVICE]
+    answer = result_or_raise(await service.read(lambda s, _live: core.get_replica_info(s, name)))
+    if broker_id is not None and isinstance(answer, protocol.ReplicaInfoResponse):
+        answer = answer.model_copy(update={"heartbeat_age_ms": heartbeat_age_ms(service, name, broker_id)})
+    return ok(answer)
+
+
+def heartbeat_age_ms(service: ControllerService, broker_name: str, broker_id: int) -> int | None:
+    """How long ago this node last heard the broker's heartbeat; None if not within its timeout."""
+    info = service.heartbeats.get(broker_name, broker_id)
+    now = monotonic_ms()
+    return now - info.last_update_ms if info is not None and info.active_at(now) else None
 
 
 async def sync_state_data(request: web.Request) -> web.Response:

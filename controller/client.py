@@ -1,14 +1,26 @@
 """The controller's published client: what brokers, the operator, the CLI and tests use.
 
-Any node answers (followers forward leader-only calls), so the client tries the given
-addresses in order and sticks to the first that answers. Errors come back as
-`ControllerError` with RocketMQ's code and remark.
+Any node answers (followers forward leader-only calls), and a hung node (SIGSTOPped, or a
+blackholed route) must not hold a caller past its deadline, so:
+
+- a read (GET, or a POST that changes nothing) is *hedged*: it goes to the node that answered
+  last; if no answer came within `hedge_after` seconds, the next node is asked too, and so on;
+  the first answer wins and the others are cancelled;
+- a write goes to one node at a time (a hedged write would be applied twice), each attempt
+  bounded by its share of what is left of `timeout`;
+- the whole call never takes longer than `timeout`.
+
+The client sticks to the last node that answered. Errors come back as `ControllerError` with
+RocketMQ's code and remark.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -21,10 +33,19 @@ from brokergroup.controller.codes import ControllerError, ResponseCode
 logger = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
 
+# POSTs that change nothing: safe to send to several nodes at once.
+READ_ONLY_POSTS = frozenset({"/v1/sync-state-data", "/v1/broker/next-id"})
+CLOSE_WAIT = 0.1
+"""Seconds a heartbeat stream waits for the peer's close frame before cutting the connection."""
+
 
 class ControllerUnavailable(ControllerError):
     def __init__(self, remark: str) -> None:
         super().__init__(ResponseCode.SYSTEM_ERROR, remark)
+
+
+class _NoAnswer(Exception):
+    """One node did not answer (connection error, timeout, or it knows no leader); try another."""
 
 
 def error_from_body(status: int, body: bytes) -> ControllerError:
@@ -45,13 +66,17 @@ class ControllerClient:
         *,
         token: str | None = None,
         timeout: float = 10.0,
+        hedge_after: float = 0.25,
         session: aiohttp.ClientSession | None = None,
     ) -> None:
         if not addresses:
             raise ValueError("at least one controller address is required")
+        if timeout <= 0 or hedge_after <= 0:
+            raise ValueError(f"timeout ({timeout}) and hedge_after ({hedge_after}) must be positive seconds")
         self.addresses = [a.removeprefix("http://").rstrip("/") for a in addresses]
         self._token = token
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self.timeout = timeout
+        self.hedge_after = hedge_after
         self._session = session
         self._owns_session = session is None
         self._preferred = 0
@@ -69,7 +94,7 @@ class ControllerClient:
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
         return self._session
 
     async def call(
@@ -80,28 +105,89 @@ class ControllerClient:
         body: Any = None,
         address: str | None = None,
         params: dict[str, str] | None = None,
+        timeout: float | None = None,
     ) -> Any:
+        """One request, answered within `timeout` seconds (default: the client's) or `ControllerUnavailable`."""
+        timeout = self.timeout if timeout is None else timeout
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
-        order = [address] if address else self.addresses[self._preferred :] + self.addresses[: self._preferred]
-        errors = []
-        for addr in order:
+        errors: list[str] = []
+
+        async def attempt(addr: str, limit: float | None = None) -> tuple[str, Any]:
             try:
-                async with self._http().request(
-                    method, f"http://{addr}{path}", json=body, headers=headers, params=params
-                ) as response:
+                async with (
+                    asyncio.timeout(limit),
+                    self._http().request(
+                        method, f"http://{addr}{path}", json=body, headers=headers, params=params
+                    ) as response,
+                ):
                     raw = await response.read()
-                    if response.status >= 400:
-                        error = error_from_body(response.status, raw)
-                        if error.code == ResponseCode.CONTROLLER_NOT_LEADER and addr != order[-1]:
-                            errors.append(f"{addr}: {error.remark}")
-                            continue  # this node knows no leader yet; another may
-                        raise error
-                    if address is None:
-                        self._preferred = self.addresses.index(addr)
-                    return json.loads(raw) if raw else {}
-            except (aiohttp.ClientError, TimeoutError) as exc:
+            except TimeoutError as exc:
+                errors.append(f"{addr}: no answer within {limit if limit is not None else timeout:.2f} s")
+                raise _NoAnswer from exc
+            except aiohttp.ClientError as exc:
                 errors.append(f"{addr}: {str(exc) or type(exc).__name__}")
-        raise ControllerUnavailable("no controller answered: " + "; ".join(errors))
+                raise _NoAnswer from exc
+            if response.status >= 400:
+                error = error_from_body(response.status, raw)
+                if error.code == ResponseCode.CONTROLLER_NOT_LEADER and address is None:
+                    errors.append(f"{addr}: {error.remark}")
+                    raise _NoAnswer  # this node knows no leader yet; another may
+                raise error
+            return addr, json.loads(raw) if raw else {}
+
+        order = [address] if address else self.addresses[self._preferred :] + self.addresses[: self._preferred]
+        try:
+            async with asyncio.timeout(timeout):
+                if len(order) == 1:
+                    addr, result = await attempt(order[0])
+                elif method == "GET" or path in READ_ONLY_POSTS:
+                    addr, result = await self._hedged(order, attempt)
+                else:
+                    addr, result = await self._one_at_a_time(order, attempt, timeout)
+        except _NoAnswer:
+            raise ControllerUnavailable("no controller answered: " + "; ".join(errors)) from None
+        except TimeoutError:
+            errors.append(f"no answer within the {timeout} s timeout")
+            raise ControllerUnavailable("no controller answered: " + "; ".join(errors)) from None
+        if address is None:
+            self._preferred = self.addresses.index(addr)
+        return result
+
+    async def _hedged(self, order: list[str], attempt: Any) -> tuple[str, Any]:
+        """Ask `order[0]`; every `hedge_after` seconds without an answer, ask the next node too."""
+        pending: set[asyncio.Task[tuple[str, Any]]] = set()
+        try:
+            for i, addr in enumerate(order):
+                pending.add(asyncio.ensure_future(attempt(addr)))
+                last = i == len(order) - 1
+                while pending:
+                    done, pending = await asyncio.wait(
+                        pending, timeout=None if last else self.hedge_after, return_when=asyncio.FIRST_COMPLETED
+                    )
+                    if not done:
+                        break  # nobody answered yet: ask the next node as well
+                    for task in done:
+                        if not isinstance(task.exception(), _NoAnswer):
+                            return task.result()  # an answer, or a definitive ControllerError
+                    if not last:
+                        break  # a node failed fast: go on to the next at once
+            raise _NoAnswer
+        finally:
+            for task in pending:
+                task.cancel()
+            for task in pending:
+                with contextlib.suppress(asyncio.CancelledError, _NoAnswer, ControllerError):
+                    await task
+
+    async def _one_at_a_time(self, order: list[str], attempt: Any, timeout: float) -> tuple[str, Any]:
+        """Each node in turn, each bounded by an equal share of the time left."""
+        end = time.monotonic() + timeout
+        for i, addr in enumerate(order):
+            share = (end - time.monotonic()) / (len(order) - i)
+            with contextlib.suppress(_NoAnswer):
+                result: tuple[str, Any] = await attempt(addr, share)
+                return result
+        raise _NoAnswer
 
     async def _typed(self, model: type[M], method: str, path: str, request: BaseModel | None = None) -> M:
         body = request.model_dump(mode="json", by_alias=True) if request is not None else None
@@ -126,8 +212,12 @@ class ControllerClient:
     async def alter_sync_state_set(self, req: protocol.AlterSyncStateSetRequest) -> protocol.AlterSyncStateSetResponse:
         return await self._typed(protocol.AlterSyncStateSetResponse, "POST", "/v1/alter-sync-state-set", req)
 
-    async def replica_info(self, broker_name: str) -> protocol.ReplicaInfoResponse:
-        data = await self.call("GET", "/v1/replica-info", params={"brokerName": broker_name})
+    async def replica_info(
+        self, broker_name: str, *, broker_id: int | None = None, timeout: float | None = None
+    ) -> protocol.ReplicaInfoResponse:
+        """With `broker_id`, the answer's heartbeat_age_ms says how long ago the leader heard that broker."""
+        params = {"brokerName": broker_name} | ({"brokerId": str(broker_id)} if broker_id is not None else {})
+        data = await self.call("GET", "/v1/replica-info", params=params, timeout=timeout)
         return protocol.ReplicaInfoResponse.model_validate(data)
 
     async def sync_state_data(self, broker_names: Sequence[str]) -> protocol.SyncStateDataResponse:
@@ -157,7 +247,8 @@ class ControllerClient:
         result: dict[str, Any] = await self.call("GET", "/v1/status", address=address)
         return result
 
-    async def state(self, *, address: str) -> dict[str, Any]:
+    async def state(self, *, address: str | None = None) -> dict[str, Any]:
+        """A node's applied state (node-local: a follower may lag); without `address`, the first to answer."""
         result: dict[str, Any] = await self.call("GET", "/v1/state", address=address)
         return result
 
@@ -177,11 +268,20 @@ class HeartbeatStream:
     """A persistent heartbeat WebSocket to one controller node (`/v1/broker/heartbeat-stream`).
 
     The controller treats the broker as inactive as soon as this stream closes, so a killed
-    broker is seen dead at once. `send` reconnects when the stream dropped.
+    broker is seen dead at once. `send` reconnects when the stream dropped, and never takes
+    longer than `timeout` seconds: a node that stopped answering (SIGSTOP, a blackholed route)
+    would otherwise hold a reconnect for aiohttp's default 300 s. A send that timed out drops
+    the stream, so the next send reconnects.
     """
 
-    def __init__(self, address: str, *, session: aiohttp.ClientSession) -> None:
+    def __init__(
+        self, address: str, *, session: aiohttp.ClientSession, timeout: float = 1.0, token: str | None = None
+    ) -> None:
+        if timeout <= 0:
+            raise ValueError(f"heartbeat send timeout must be positive seconds (got {timeout})")
         self.address = address.removeprefix("http://").rstrip("/")
+        self.timeout = timeout
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._session = session
         self._ws: aiohttp.ClientWebSocketResponse | None = None
 
@@ -190,16 +290,27 @@ class HeartbeatStream:
         return self._ws is not None and not self._ws.closed
 
     async def send(self, req: protocol.HeartbeatRequest) -> None:
-        if not self.connected:
-            self._ws = await self._session.ws_connect(
-                f"http://{self.address}/v1/broker/heartbeat-stream",
-                heartbeat=10.0,
-                timeout=aiohttp.ClientWSTimeout(ws_close=2.0),
-            )
-        assert self._ws is not None
-        await self._ws.send_str(req.model_dump_json(by_alias=True))
+        """Send one heartbeat; raises `TimeoutError`, `aiohttp.ClientError` or `OSError` on failure."""
+        try:
+            async with asyncio.timeout(self.timeout):
+                if not self.connected:
+                    self._ws = await self._session.ws_connect(
+                        f"http://{self.address}/v1/broker/heartbeat-stream",
+                        headers=self._headers,
+                        heartbeat=10.0,
+                        timeout=aiohttp.ClientWSTimeout(ws_close=self.timeout),
+                    )
+                assert self._ws is not None
+                await self._ws.send_str(req.model_dump_json(by_alias=True))
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            await self.close()
+            raise
 
     async def close(self) -> None:
-        if self._ws is not None:
-            await self._ws.close()
-            self._ws = None
+        """Close the stream; a peer that does not answer the close within 0.1 s is cut off (aiohttp
+        closes the connection when the close is cancelled)."""
+        ws, self._ws = self._ws, None
+        if ws is not None:
+            with contextlib.suppress(TimeoutError, aiohttp.ClientError, OSError):
+                async with asyncio.timeout(CLOSE_WAIT):
+                    await ws.close()

@@ -25,6 +25,7 @@ from brokergroup.controller.settings import RocketMQConfig
 OPENAPI_JSON = Path(__file__).with_name("openapi.json")
 REF = "#/components/schemas/{model}"
 SECURITY_SCHEME = "adminToken"
+BROKER_SCHEME = "brokerToken"
 Admin = Literal["always", "designate"]
 
 
@@ -57,6 +58,8 @@ class Operation:
     parameters: tuple[dict[str, Any], ...] = ()
     admin: Admin | None = None
     """Needs the admin bearer token: always, or only with `designateElect: true`."""
+    broker: bool = False
+    """Feeds elections or changes a sync-state-set: needs the group's broker token (or the admin token)."""
     leader_only: bool = False
     """Answered by the serving leader; a follower forwards the request once."""
     description: str = ""
@@ -232,6 +235,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "CONTROLLER_APPLY_BROKER_ID: claim a broker id for a broker address.",
         response=protocol.ApplyIdResponse,
         request=protocol.ApplyIdRequest,
+        broker=True,
         leader_only=True,
     ),
     Operation(
@@ -241,6 +245,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "CONTROLLER_REGISTER_BROKER: register a broker and learn its set's master.",
         response=protocol.RegisterResponse,
         request=protocol.RegisterRequest,
+        broker=True,
         leader_only=True,
     ),
     Operation(
@@ -250,6 +255,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "BROKER_HEARTBEAT: one heartbeat, to this node (brokers heartbeat every node).",
         response=protocol.EmptyResponse,
         request=protocol.HeartbeatRequest,
+        broker=True,
     ),
     Operation(
         "GET",
@@ -257,6 +263,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "heartbeat-stream",
         "Heartbeats over a WebSocket; closing it marks the broker inactive.",
         responses={"101": {"description": "Switching Protocols: the WebSocket is open. " + HEARTBEAT_STREAM}},
+        broker=True,
         description=HEARTBEAT_STREAM,
     ),
     Operation(
@@ -267,11 +274,13 @@ OPERATIONS: tuple[Operation, ...] = (
         response=protocol.ElectMasterResponse,
         request=protocol.ElectMasterRequest,
         admin="designate",
+        broker=True,
         leader_only=True,
         description="`brokerId` -1 (the default) is a controller-triggered election: the policy picks, and "
         "when no replica is alive the set is left without a master and the answer is "
         "CONTROLLER_MASTER_NOT_AVAILABLE (2004, HTTP 503). With `designateElect: true` an administrator "
-        "designates `brokerId` (>= 1), and the admin token is required when one is configured. A set whose "
+        "designates `brokerId` (>= 1), and the admin token is required when one is configured; without it the "
+        "broker token (or the admin token) is. A set whose "
         "master is still alive answers CONTROLLER_MASTER_STILL_EXIST (2011) with the ElectMasterResponse "
         "fields in the error body.",
     ),
@@ -282,6 +291,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "CONTROLLER_ALTER_SYNC_STATE_SET: the master changes its sync-state-set.",
         response=protocol.AlterSyncStateSetResponse,
         request=protocol.AlterSyncStateSetRequest,
+        broker=True,
         leader_only=True,
         description="Committed only if `syncStateSetEpoch` is the current one (the answer carries it + 1). "
         "brokergroup: each member being added must have reported, in its last heartbeat, a max offset of at "
@@ -471,6 +481,16 @@ RESPONSES: dict[str, dict[str, Any]] = {
         "NO_PERMISSION (16): the admin token is missing or wrong (`Authorization: Bearer <token>`).",
         ref("ErrorResponse"),
     ),
+    "BrokerTokenMissing": ok(
+        "NO_PERMISSION (16): no bearer token; this request feeds elections and needs the group's broker token "
+        "(`Authorization: Bearer <token>`). Nothing changed.",
+        ref("ErrorResponse"),
+    ),
+    "BrokerTokenWrong": ok(
+        "NO_PERMISSION (16): the bearer token is neither the group's broker token nor its admin token. "
+        "Nothing changed.",
+        ref("ErrorResponse"),
+    ),
     "Forbidden": ok("NO_PERMISSION (16): the config key is black-listed.", ref("ErrorResponse")),
 }
 
@@ -509,7 +529,12 @@ def operation_object(op: Operation) -> dict[str, Any]:
     responses = {**op.responses, "default": {"$ref": "#/components/responses/Error"}}
     if op.response is not None:
         responses["200"] = ok(op.response_description, ref(op.response.__name__))
-    if op.admin is not None:
+    if op.broker:
+        responses["401"] = {"$ref": "#/components/responses/BrokerTokenMissing"}
+        responses["403"] = {"$ref": "#/components/responses/BrokerTokenWrong"}
+        # Either token (elect-master with designateElect needs the admin token).
+        item["security"] = [{BROKER_SCHEME: []}, {SECURITY_SCHEME: []}]
+    elif op.admin is not None:
         responses["401"] = {"$ref": "#/components/responses/Unauthorized"}
         # `{}` first: without designateElect no token is needed; with it, the bearer token is.
         item["security"] = [{}, {SECURITY_SCHEME: []}] if op.admin == "designate" else [{SECURITY_SCHEME: []}]
@@ -540,7 +565,13 @@ def build_openapi() -> dict[str, Any]:
                     "scheme": "bearer",
                     "description": "The controller's admin token (`api.admin_token`; on Kubernetes from a Secret). "
                     "Needed only when one is configured.",
-                }
+                },
+                BROKER_SCHEME: {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "The group's broker token (`api.broker_token`; on Kubernetes from the Secret "
+                    "`<bg>-controller-auth`, key `brokerToken`). Needed only when one is configured.",
+                },
             },
         },
     }

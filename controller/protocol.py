@@ -143,6 +143,10 @@ class ReplicaInfoResponse(Message):
     master_epoch: int
     sync_state_set: list[int]
     sync_state_set_epoch: int
+    heartbeat_age_ms: int | None = None
+    """brokergroup: how long ago the answering leader last heard a heartbeat from the broker named
+    by the `brokerId` query parameter; null when not asked or not heard within its timeout. A master
+    renews its write lease only from an answer that says its heartbeats reach the leader."""
 
 
 class ReplicaIdentity(Message):

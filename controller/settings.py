@@ -95,6 +95,12 @@ class ApiSettings(BaseModel):
     admin_token: str | None = None
     """Bearer token required by elect-master with designateElect, clean-broker-data and config
     updates. On Kubernetes it comes from the Secret `<bg>-controller-auth`."""
+    broker_token: str | None = None
+    """Bearer token of this group's brokers, required by every request that feeds an election or
+    changes a sync-state-set: heartbeats (POST and stream), register, apply-id, alter-sync-state-set
+    and broker-triggered elect-master (the admin token is accepted too). Without it anyone who
+    reaches the API could make a lagging replica electable. On Kubernetes it comes from the Secret
+    `<bg>-controller-auth` (key `brokerToken`); `brokergroup local` generates one."""
     forward_timeout: float = 6.0
     """Seconds a follower waits for the leader when forwarding a request."""
 

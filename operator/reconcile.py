@@ -22,7 +22,12 @@ from kubernetes.client.exceptions import ApiException
 
 from brokergroup.operator import builders, conditions, elect, events, labels, names, status
 from brokergroup.operator.builders.meta import Owner
-from brokergroup.operator.builders.secret import admin_token, auth_secret_problems, new_auth_secret
+from brokergroup.operator.builders.secret import (
+    admin_token,
+    auth_secret_problems,
+    missing_keys_patch,
+    new_auth_secret,
+)
 from brokergroup.operator.conditions import Condition
 from brokergroup.operator.controller_link import ControllerLink, ControllerLinkError
 from brokergroup.operator.kube import Kube, describe
@@ -241,14 +246,22 @@ class Reconciler:
         """The admin token from `<bg>-controller-auth`, creating the Secret once if it is missing.
 
         An existing Secret is never regenerated: changing the Raft password under running
-        controllers would split them. A Secret with missing keys is reported, not repaired."""
+        controllers would split them. A key added by a later release (the broker token) is added;
+        any other missing key is reported, not repaired."""
         secret_name = names.controller_auth(owner.name)
         live = await self.io(self.kube.get, "v1", "Secret", owner.namespace, secret_name)
         if live is None:
             created = new_auth_secret(owner, self._token)
             await self.io(self.kube.create, created)
-            cycle.actions.append(f"created Secret {secret_name} (random Raft password and admin token)")
+            cycle.actions.append(f"created Secret {secret_name} (random Raft password, admin and broker tokens)")
             live = created
+        patch = missing_keys_patch(live, self._token)
+        # A key added by a later release (the broker token): adding it changes no existing value.
+        if patch is not None and await self.io(
+            self.kube.merge_patch, "v1", "Secret", owner.namespace, secret_name, patch
+        ):
+            cycle.actions.append(f"added {', '.join(sorted(patch['data']))} to Secret {secret_name}")
+            live = {**live, "data": {**(live.get("data") or {}), **patch["data"]}}
         problems = auth_secret_problems(live)
         if problems:
             message = "; ".join(problems) + ". The operator never regenerates it."

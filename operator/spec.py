@@ -83,8 +83,10 @@ class ControllerSpec(_Model):
     """Raft nodes: 1, 3, 5 or 7. Immutable (the Raft membership is static)."""
     elect_unclean_master: bool = False
     """enableElectUncleanMaster: allow electing a replica outside the sync-state-set (may lose messages)."""
-    heartbeat_timeout_seconds: Annotated[int, Field(ge=9, le=600)] = 10
-    """A broker whose heartbeats stop for this long is inactive (controllerHeartBeatTimeoutMills)."""
+    heartbeat_timeout_seconds: Annotated[int, Field(ge=10, le=600)] = 10
+    """A broker whose heartbeats stop for this long is inactive (controllerHeartBeatTimeoutMills). At least
+    10: the brokers' write lease (5 s) + a deposed controller leader's fallback (3 s) + 2 heartbeat
+    intervals (2 x 1 s)."""
     resources: Resources = Field(
         default_factory=lambda: Resources(requests={"cpu": "100m", "memory": "128Mi"}, limits={"memory": "256Mi"})
     )

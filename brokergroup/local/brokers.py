@@ -40,6 +40,7 @@ class BrokerSet:
         replicas: int = 3,
         cluster_name: str = "local",
         extra_args: list[str] | None = None,
+        broker_token: str | None = None,
         host: str = "127.0.0.1",
         hosts: list[str] | None = None,
         netns: list[str] | None = None,
@@ -51,6 +52,8 @@ class BrokerSet:
         self.broker_name = broker_name
         self.cluster_name = cluster_name
         self.extra_args = extra_args or []
+        self.broker_token = broker_token
+        """The controllers' broker token, given to every replica (env, never on the command line)."""
         self.own_hosts = hosts is not None
         if hosts is not None:
             if len(hosts) != replicas or (netns is not None and len(netns) != replicas):
@@ -84,7 +87,8 @@ class BrokerSet:
 
     def start(self, index: int) -> None:
         node = self.nodes[index]
-        node.spawn(self.command(node), {})
+        env = {"BG_BROKER_CONTROLLER__BROKER_TOKEN": self.broker_token} if self.broker_token else {}
+        node.spawn(self.command(node), env)
 
     def start_all(self) -> None:
         for i in range(len(self.nodes)):

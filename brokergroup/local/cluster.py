@@ -77,7 +77,11 @@ class LocalCluster:
     def __init__(self, directory: Path, spec: ClusterSpec, *, auth: Auth | None = None) -> None:
         self.directory = directory.resolve()
         self.spec = spec.validate()
-        self.auth = auth or Auth(raft_password=secrets.token_urlsafe(24), admin_token=secrets.token_urlsafe(24))
+        self.auth = auth or Auth(
+            raft_password=secrets.token_urlsafe(24),
+            admin_token=secrets.token_urlsafe(24),
+            broker_token=secrets.token_urlsafe(24),
+        )
         self.created_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         log = ["--log-level", spec.log_level]
         self.controllers = ControllerGroup(
@@ -85,6 +89,7 @@ class LocalCluster:
             size=spec.controllers,
             password=self.auth.raft_password,
             admin_token=self.auth.admin_token,
+            broker_token=self.auth.broker_token,
             extra_args=[*spec.profile.controller_args(), *log],
         )
         self.sets = [
@@ -95,6 +100,7 @@ class LocalCluster:
                 replicas=spec.replicas,
                 cluster_name=spec.name,
                 extra_args=[*spec.profile.broker_args(), *spec.mode.broker_args(), *log],
+                broker_token=self.auth.broker_token,
             )
             for i in range(spec.sets)
         ]

@@ -43,6 +43,7 @@ class ControllerGroup:
         size: int = 3,
         password: str | None = None,
         admin_token: str | None = None,
+        broker_token: str | None = None,
         extra_args: list[str] | None = None,
         host: str = "127.0.0.1",
         hosts: list[str] | None = None,
@@ -53,6 +54,8 @@ class ControllerGroup:
         self.base_dir = base_dir
         self.password = password or secrets.token_urlsafe(24)
         self.admin_token = admin_token
+        self.broker_token = broker_token
+        """The brokers' credential (`api.broker_token`); None leaves broker requests open."""
         self.extra_args = extra_args or []
         if hosts is not None:
             if len(hosts) != size or (netns is not None and len(netns) != size):
@@ -105,6 +108,8 @@ class ControllerGroup:
         env = {"BG_CONTROLLER_RAFT__PASSWORD": self.password}
         if self.admin_token:
             env["BG_CONTROLLER_API__ADMIN_TOKEN"] = self.admin_token
+        if self.broker_token:
+            env["BG_CONTROLLER_API__BROKER_TOKEN"] = self.broker_token
         node.spawn(self.command(node), env)
 
     def start_all(self) -> None:
@@ -164,11 +169,15 @@ async def settled(group: ControllerGroup, *, timeout: float = 30.0) -> int:
 
 @contextlib.contextmanager
 def running_group(
-    base_dir: Path, *, admin_token: str | None = None, extra_args: list[str] | None = None
+    base_dir: Path,
+    *,
+    admin_token: str | None = None,
+    broker_token: str | None = None,
+    extra_args: list[str] | None = None,
 ) -> Iterator[ControllerGroup]:
     """A 3-node group on free loopback ports with a random Raft password: started, settled on a
     leader, and stopped on exit (tests and tools)."""
-    group = ControllerGroup(base_dir, admin_token=admin_token, extra_args=extra_args)
+    group = ControllerGroup(base_dir, admin_token=admin_token, broker_token=broker_token, extra_args=extra_args)
     group.start_all()
     try:
         asyncio.run(settled(group))

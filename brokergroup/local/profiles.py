@@ -24,10 +24,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Final
 
+from brokergroup.broker.settings import lease_margin_problem
 from brokergroup.common.settings import SettingsError
 
-# A stale controller leader may answer for up to this long after losing its quorum (the brokers'
-# settings enforce lease + grace < heartbeat timeout for the same reason).
+# A stale controller leader may answer for up to this long after losing its quorum: the controllers'
+# leaderFallbackTimeout, max(3 s, 2 x raft.max_timeout) with the default raft timings (the brokers'
+# settings check the whole lease margin with it: `broker.settings.lease_margin_problem`).
 STALE_LEADER_GRACE_MS: Final = 3000
 
 
@@ -65,12 +67,15 @@ class TimingProfile:
     """Commit-log segment size; None keeps the broker's default (64 MiB)."""
 
     def validate(self) -> TimingProfile:
-        if self.write_lease_ms + STALE_LEADER_GRACE_MS >= self.heartbeat_timeout_ms:
-            raise ProfileError(
-                f"profile {self.name}: write lease ({self.write_lease_ms} ms) + {STALE_LEADER_GRACE_MS} ms must be "
-                f"below the heartbeat timeout ({self.heartbeat_timeout_ms} ms), or an isolated old master could "
-                "still acknowledge writes after a new master is elected"
-            )
+        problem = lease_margin_problem(
+            write_lease_ms=self.write_lease_ms,
+            heartbeat_interval_ms=self.heartbeat_interval_ms,
+            heartbeat_send_timeout_ms=self.heartbeat_interval_ms * 4 // 5,
+            heartbeat_timeout_ms=self.heartbeat_timeout_ms,
+            leader_fallback_ms=STALE_LEADER_GRACE_MS,
+        )
+        if problem:
+            raise ProfileError(f"profile {self.name}: {problem}")
         if self.heartbeat_timeout_ms <= 3 * self.heartbeat_interval_ms:
             raise ProfileError(
                 f"profile {self.name}: heartbeat timeout ({self.heartbeat_timeout_ms} ms) must exceed 3 x the "

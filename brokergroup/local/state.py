@@ -128,13 +128,21 @@ class ClusterState:
 class Auth:
     raft_password: str
     admin_token: str
+    broker_token: str | None = None
+    """The brokers' credential at the controllers; None in clusters created before it existed."""
 
     def wire(self) -> dict[str, str]:
-        return {"raftPassword": self.raft_password, "adminToken": self.admin_token}
+        out = {"raftPassword": self.raft_password, "adminToken": self.admin_token}
+        return out | ({"brokerToken": self.broker_token} if self.broker_token else {})
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> Auth:
-        return cls(raft_password=str(data["raftPassword"]), admin_token=str(data["adminToken"]))
+        broker = data.get("brokerToken")
+        return cls(
+            raft_password=str(data["raftPassword"]),
+            admin_token=str(data["adminToken"]),
+            broker_token=str(broker) if broker else None,
+        )
 
 
 def write_state(directory: Path, state: ClusterState) -> Path:

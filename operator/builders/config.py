@@ -6,9 +6,9 @@ they depend on:
 
 - the TOML files hold what is the same for every pod of a kind (peers, ports, replication);
 - the environment holds what differs per pod or is secret: the controller's node id (its pod
-  name, from the downward API), the Raft password and admin token (from the auth Secret), the
-  broker's set name (a literal per StatefulSet) and advertise host (its pod's DNS name, built by
-  the kubelet's `$(POD_NAME)` expansion).
+  name, from the downward API), the Raft password, admin token and broker token (from the auth
+  Secret), the broker's set name (a literal per StatefulSet), advertise host (its pod's DNS name,
+  built by the kubelet's `$(POD_NAME)` expansion) and broker token (from the auth Secret).
 
 `config_hash` of one file goes on the pod template of the processes that read it, so a settings
 change rolls exactly those pods.
@@ -22,7 +22,7 @@ from typing import Any, Final
 from brokergroup.operator import labels, names
 from brokergroup.operator.builders import tomlfile
 from brokergroup.operator.builders.meta import Owner, object_meta, short_hash
-from brokergroup.operator.builders.secret import ADMIN_TOKEN_KEY, RAFT_PASSWORD_KEY
+from brokergroup.operator.builders.secret import ADMIN_TOKEN_KEY, BROKER_TOKEN_KEY, RAFT_PASSWORD_KEY
 from brokergroup.operator.spec import BrokerGroupSpec, Replication
 
 CONFIG_DIR: Final = "/etc/brokergroup"
@@ -37,6 +37,8 @@ POD_NAME_ENV: Final = "POD_NAME"
 CONTROLLER_NODE_ID_ENV: Final = "BG_CONTROLLER_NODE_ID"
 CONTROLLER_RAFT_PASSWORD_ENV: Final = "BG_CONTROLLER_RAFT__PASSWORD"  # noqa: S105 (a variable name)
 CONTROLLER_ADMIN_TOKEN_ENV: Final = "BG_CONTROLLER_API__ADMIN_TOKEN"  # noqa: S105 (a variable name)
+CONTROLLER_BROKER_TOKEN_ENV: Final = "BG_CONTROLLER_API__BROKER_TOKEN"  # noqa: S105 (a variable name)
+BROKER_TOKEN_ENV: Final = "BG_BROKER_CONTROLLER__BROKER_TOKEN"  # noqa: S105 (a variable name)
 BROKER_NAME_ENV: Final = "BG_BROKER_BROKER_NAME"
 BROKER_ADVERTISE_HOST_ENV: Final = "BG_BROKER_ADVERTISE_HOST"
 BROKER_POD_LABELS_ENV: Final = "BG_BROKER_KUBERNETES__ENABLED"
@@ -139,6 +141,7 @@ def controller_env(bg: str) -> list[dict[str, Any]]:
         _field_env(CONTROLLER_NODE_ID_ENV, "metadata.name"),
         _secret_env(CONTROLLER_RAFT_PASSWORD_ENV, secret, RAFT_PASSWORD_KEY),
         _secret_env(CONTROLLER_ADMIN_TOKEN_ENV, secret, ADMIN_TOKEN_KEY),
+        _secret_env(CONTROLLER_BROKER_TOKEN_ENV, secret, BROKER_TOKEN_KEY),
     ]
 
 
@@ -154,4 +157,6 @@ def broker_env(bg: str, index: int, namespace: str) -> list[dict[str, Any]]:
         {"name": BROKER_POD_LABELS_ENV, "value": "true"},
         _field_env(BROKER_POD_NAME_ENV, "metadata.name"),
         _field_env(BROKER_POD_NAMESPACE_ENV, "metadata.namespace"),
+        # The brokers' credential at the controllers: heartbeats and sync-state-set changes carry it.
+        _secret_env(BROKER_TOKEN_ENV, names.controller_auth(bg), BROKER_TOKEN_KEY),
     ]

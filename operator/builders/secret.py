@@ -1,8 +1,15 @@
-"""The Secret `<bg>-controller-auth`: the Raft password and the controller's admin token.
+"""The Secret `<bg>-controller-auth`: the Raft password, the controller's admin token and the
+brokers' token.
+
+The broker token is the brokers' credential at the controllers: heartbeats, registration and
+sync-state-set changes carry it, so nobody else who reaches the controller API can make a replica
+electable. Controller pods and broker pods read it from this Secret (env, `secretKeyRef`).
 
 Created once, when it does not exist; never regenerated (a new Raft password would split a running
 group). The shell creates it with `secrets.token_urlsafe` as `token`; tests pass a deterministic
-function. A Secret that exists but lacks a key is reported (`auth_secret_problems`), not repaired.
+function. A Secret that exists but lacks a key is reported (`auth_secret_problems`), not repaired,
+except a key added in a later release (`ADDED_KEYS`): `missing_keys_patch` adds it, leaving every
+value already there untouched.
 It carries no spec hash: there is nothing to compare, and no digest of secret material should
 sit in an annotation.
 """
@@ -19,7 +26,10 @@ from brokergroup.operator.builders.meta import Owner, object_meta
 
 RAFT_PASSWORD_KEY: Final = "raftPassword"  # noqa: S105 (a key name, not a password)
 ADMIN_TOKEN_KEY: Final = "adminToken"  # noqa: S105 (a key name)
-KEYS: Final = (RAFT_PASSWORD_KEY, ADMIN_TOKEN_KEY)
+BROKER_TOKEN_KEY: Final = "brokerToken"  # noqa: S105 (a key name)
+KEYS: Final = (RAFT_PASSWORD_KEY, ADMIN_TOKEN_KEY, BROKER_TOKEN_KEY)
+ADDED_KEYS: Final = (BROKER_TOKEN_KEY,)
+"""Keys a Secret created by an older operator may lack; generating them changes no existing value."""
 TOKEN_BYTES: Final = 32
 
 
@@ -35,6 +45,15 @@ def new_auth_secret(owner: Owner, token: Callable[[int], str]) -> dict[str, Any]
         "type": "Opaque",
         "data": {key: base64.b64encode(value.encode("utf-8")).decode("ascii") for key, value in values.items()},
     }
+
+
+def missing_keys_patch(secret: Mapping[str, Any], token: Callable[[int], str]) -> dict[str, Any] | None:
+    """A merge patch adding the `ADDED_KEYS` the Secret lacks (fresh values), or None if it has them all."""
+    data = secret.get("data") or {}
+    added = {key: token(TOKEN_BYTES) for key in ADDED_KEYS if key not in data}
+    if not added:
+        return None
+    return {"data": {key: base64.b64encode(value.encode("utf-8")).decode("ascii") for key, value in added.items()}}
 
 
 def auth_secret_problems(secret: Mapping[str, Any]) -> list[str]:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from brokergroup.local import attach
-from brokergroup.local.state import read_state
+from brokergroup.local.state import read_auth, read_state
 from tests.integration.local.processes import brokergroup, exists, wait_gone
 
 pytestmark = pytest.mark.integration
@@ -43,6 +46,21 @@ def test_up_status_down(cluster_dir: Path) -> None:
         assert name in status.stdout
     assert status.stdout.count("master") >= 2 and "slave" in status.stdout
     assert "confirmOffset" in status.stdout and "lag" in status.stdout
+
+    # The brokers registered and heartbeat with the generated broker token; without it a controller refuses.
+    assert read_auth(cluster_dir).broker_token
+    controller = state.controllers[0].api
+    forged = urllib.request.Request(
+        f"http://{controller}/v1/broker/heartbeat",
+        data=json.dumps(
+            {"clusterName": "local", "brokerName": "local-broker-0", "brokerAddr": "x:1", "brokerId": 1}
+        ).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(forged, timeout=10)
+    refused.value.close()
+    assert refused.value.code == 401
 
     down = brokergroup("local", "down", "--dir", cluster_dir)
     assert down.returncode == 0, down.stderr

@@ -89,7 +89,7 @@ def test_every_operation_has_a_success_and_an_error_response(document: dict[str,
 @pytest.mark.parametrize(
     ("method", "path", "security"),
     [
-        ("POST", "/v1/elect-master", [{}, {"adminToken": []}]),
+        ("POST", "/v1/elect-master", [{"brokerToken": []}, {"adminToken": []}]),
         ("POST", "/v1/clean-broker-data", [{"adminToken": []}]),
         ("POST", "/v1/config", [{"adminToken": []}]),
     ],
@@ -104,16 +104,29 @@ def test_admin_operations_need_the_bearer_token(
     assert (scheme["type"], scheme["scheme"]) == ("http", "bearer")
 
 
-def test_only_admin_operations_declare_security(document: dict[str, Any]) -> None:
-    secured = {key for key, op in operations(document).items() if "security" in op}
-    assert secured == {("POST", "/v1/elect-master"), ("POST", "/v1/clean-broker-data"), ("POST", "/v1/config")}
+def test_only_admin_and_broker_operations_declare_security(document: dict[str, Any]) -> None:
+    ops = operations(document)
+    secured = {key for key, op in ops.items() if "security" in op}
+    broker = {
+        ("POST", "/v1/broker/apply-id"),
+        ("POST", "/v1/broker/register"),
+        ("POST", "/v1/broker/heartbeat"),
+        ("GET", "/v1/broker/heartbeat-stream"),
+        ("POST", "/v1/alter-sync-state-set"),
+        ("POST", "/v1/elect-master"),
+    }
+    assert secured == broker | {("POST", "/v1/clean-broker-data"), ("POST", "/v1/config")}
+    for key in broker:
+        assert ops[key]["security"] == [{"brokerToken": []}, {"adminToken": []}], key
+        assert {"401", "403"} <= set(ops[key]["responses"]), key
     assert "security" not in document
 
 
 def test_query_parameters(document: dict[str, Any]) -> None:
     ops = operations(document)
-    (broker_name,) = ops[("GET", "/v1/replica-info")]["parameters"]
+    broker_name, broker_id = ops[("GET", "/v1/replica-info")]["parameters"]
     assert (broker_name["name"], broker_name["in"], broker_name["required"]) == ("brokerName", "query", True)
+    assert (broker_id["name"], broker_id["required"], broker_id["schema"]["minimum"]) == ("brokerId", False, 1)
     params = {p["name"]: p for p in ops[("GET", "/v1/events")]["parameters"]}
     assert params["after"]["schema"]["minimum"] == 0
     assert (params["waitSeconds"]["schema"]["minimum"], params["waitSeconds"]["schema"]["maximum"]) == (0, 60)

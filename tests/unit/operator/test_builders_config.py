@@ -37,7 +37,7 @@ def _tokens(*values: str) -> Callable[[int], str]:
     return lambda _size: next(remaining)
 
 
-SECRET = new_auth_secret(OWNER, _tokens("raft-pw", "admin-tk"))
+SECRET = new_auth_secret(OWNER, _tokens("raft-pw", "admin-tk", "broker-tk"))
 
 
 @pytest.fixture(autouse=True)
@@ -111,6 +111,7 @@ def test_controller_pod_loads_its_node_id_peers_and_secrets(
     ]
     assert settings.me.raft == f"{pod}.demo-controller.mq.svc:9877"
     assert (settings.raft.password, settings.api.admin_token) == ("raft-pw", "admin-tk")
+    assert settings.api.broker_token == "broker-tk"
     assert settings.raft.insecure_dev is False
     assert (settings.raft.bind_host, settings.api.host, settings.api.port) == ("0.0.0.0", "0.0.0.0", 9878)
     assert settings.data_dir == Path("/var/lib/brokergroup/controller")
@@ -146,6 +147,8 @@ def test_sync_broker_pod_loads_its_set_name_and_advertise_host(tmp_path: Path, m
     assert (settings.ha.all_ack_in_sync_state_set, settings.ha.min_in_sync_replicas) == (True, 3)
     assert settings.controller.addresses == [f"demo-controller-{k}.demo-controller.mq.svc:9878" for k in range(3)]
     assert settings.controller.heartbeat_timeout_ms == 10_000
+    # The brokers' credential is the controllers' broker token, from the same Secret key; never the admin token.
+    assert (settings.controller.broker_token, settings.controller.admin_token) == ("broker-tk", None)
 
 
 def test_async_broker_pod_acknowledges_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -167,11 +170,20 @@ def test_async_broker_pod_acknowledges_alone(tmp_path: Path, monkeypatch: pytest
 def test_the_smallest_heartbeat_timeout_passes_the_brokers_lease_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bg_spec = spec(controller={"heartbeatTimeoutSeconds": 9})
+    bg_spec = spec(controller={"heartbeatTimeoutSeconds": 10})
     settings = load_pod(
         "demo-broker-0", "demo-broker-0-1", BrokerSettings, bg_spec=bg_spec, tmp_path=tmp_path, monkeypatch=monkeypatch
     )
-    assert settings.controller.heartbeat_timeout_ms == 9000
+    assert settings.controller.heartbeat_timeout_ms == 10_000
+    assert settings.controller.max_heartbeat_age_ms >= 2 * settings.controller.heartbeat_interval_ms
+
+
+def test_one_second_below_the_crds_minimum_fails_the_brokers_lease_check() -> None:
+    """The CRD's minimum heartbeatTimeoutSeconds (10) is the brokers' lease margin, not a guess."""
+    with pytest.raises(ValueError, match=r"heartbeat_timeout_ms \(9000\) must be at least"):
+        BrokerSettings.model_validate({"controller": {"heartbeat_timeout_ms": 9000}})
+    with pytest.raises(ValueError, match=r"spec\.controller\.heartbeatTimeoutSeconds"):
+        spec(controller={"heartbeatTimeoutSeconds": 9})
 
 
 # ---- config hash ------------------------------------------------------------------------------------------

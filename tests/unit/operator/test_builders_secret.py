@@ -9,7 +9,7 @@ import pytest
 from builder_factories import OWNER
 
 from brokergroup.operator.builders import auth_secret_problems, new_auth_secret
-from brokergroup.operator.builders.secret import admin_token
+from brokergroup.operator.builders.secret import admin_token, missing_keys_patch
 
 
 def b64(text: str) -> str:
@@ -24,13 +24,13 @@ def test_new_secret_holds_one_fresh_token_per_key() -> None:
         return f"t{len(calls)}"
 
     secret = new_auth_secret(OWNER, token)
-    assert calls == [32, 32]
+    assert calls == [32, 32, 32]
     assert secret["apiVersion"] == "v1" and secret["kind"] == "Secret" and secret["type"] == "Opaque"
     assert secret["metadata"]["name"] == "demo-controller-auth"
     assert secret["metadata"]["namespace"] == "mq"
     assert secret["metadata"]["ownerReferences"][0]["uid"] == "0b7f6c1e-uid"
     assert secret["metadata"]["labels"]["app.kubernetes.io/component"] == "controller"
-    assert secret["data"] == {"raftPassword": b64("t1"), "adminToken": b64("t2")}
+    assert secret["data"] == {"raftPassword": b64("t1"), "adminToken": b64("t2"), "brokerToken": b64("t3")}
     assert "annotations" not in secret["metadata"]
     assert auth_secret_problems(secret) == []
 
@@ -40,21 +40,36 @@ def test_new_secret_holds_one_fresh_token_per_key() -> None:
     [
         (
             {"metadata": {"name": "s"}},
-            ["Secret s: key 'raftPassword' is missing", "Secret s: key 'adminToken' is missing"],
+            [
+                "Secret s: key 'raftPassword' is missing",
+                "Secret s: key 'adminToken' is missing",
+                "Secret s: key 'brokerToken' is missing",
+            ],
         ),
         (
-            {"metadata": {"name": "s"}, "data": {"raftPassword": b64("x"), "adminToken": ""}},
+            {"metadata": {"name": "s"}, "data": {"raftPassword": b64("x"), "adminToken": "", "brokerToken": b64("b")}},
             ["Secret s: key 'adminToken' is empty"],
         ),
         (
-            {"metadata": {"name": "s"}, "data": {"raftPassword": b64("  \n"), "adminToken": "%%%"}},
-            ["Secret s: key 'raftPassword' is empty", "Secret s: key 'adminToken' is not valid base64"],
+            {"metadata": {"name": "s"}, "data": {"raftPassword": b64("  \n"), "adminToken": "%%%", "brokerToken": " "}},
+            [
+                "Secret s: key 'raftPassword' is empty",
+                "Secret s: key 'adminToken' is not valid base64",
+                "Secret s: key 'brokerToken' is not valid base64",
+            ],
         ),
         (  # what the API server returns holds only `data`; a `stringData` left in a dict counts for nothing
-            {"metadata": {"name": "s"}, "stringData": {"raftPassword": "x", "adminToken": "y"}},
-            ["Secret s: key 'raftPassword' is missing", "Secret s: key 'adminToken' is missing"],
+            {"metadata": {"name": "s"}, "stringData": {"raftPassword": "x", "adminToken": "y", "brokerToken": "z"}},
+            [
+                "Secret s: key 'raftPassword' is missing",
+                "Secret s: key 'adminToken' is missing",
+                "Secret s: key 'brokerToken' is missing",
+            ],
         ),
-        ({"data": {"raftPassword": b64("x")}}, ["Secret <unnamed>: key 'adminToken' is missing"]),
+        (
+            {"data": {"raftPassword": b64("x"), "brokerToken": b64("b")}},
+            ["Secret <unnamed>: key 'adminToken' is missing"],
+        ),
     ],
     ids=["no-data", "empty", "blank-and-garbled", "string-data", "unnamed"],
 )
@@ -72,3 +87,21 @@ def test_admin_token_reads_only_a_usable_data_key() -> None:
         {"stringData": {"adminToken": "t0k"}},
     ):
         assert admin_token(broken) is None, broken
+
+
+def test_a_secret_from_an_older_operator_gets_the_broker_token_and_keeps_its_values() -> None:
+    old = {"metadata": {"name": "s"}, "data": {"raftPassword": b64("pw"), "adminToken": b64("adm")}}
+    patch = missing_keys_patch(old, lambda size: f"fresh-{size}")
+    assert patch == {"data": {"brokerToken": b64("fresh-32")}}  # only the added key: no value is regenerated
+    patched = {**old, "data": {**old["data"], **patch["data"]}}
+    assert auth_secret_problems(patched) == []
+    assert missing_keys_patch(patched, lambda size: "never") is None
+
+
+def test_a_missing_original_key_is_still_reported_not_regenerated() -> None:
+    old = {"metadata": {"name": "s"}, "data": {"adminToken": b64("adm")}}
+    patch = missing_keys_patch(old, lambda size: "x")
+    assert patch is not None and set(patch["data"]) == {"brokerToken"}
+    assert "Secret s: key 'raftPassword' is missing" in auth_secret_problems(
+        {**old, "data": {**old["data"], **patch["data"]}}
+    )

@@ -65,6 +65,10 @@ def test_controller_container() -> None:
             "name": "BG_CONTROLLER_API__ADMIN_TOKEN",
             "valueFrom": {"secretKeyRef": {"name": "demo-controller-auth", "key": "adminToken", "optional": False}},
         },
+        {
+            "name": "BG_CONTROLLER_API__BROKER_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": "demo-controller-auth", "key": "brokerToken", "optional": False}},
+        },
     ]
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "api", "scheme": "HTTP"}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "api", "scheme": "HTTP"}
@@ -110,6 +114,10 @@ def test_broker_container() -> None:
         {
             "name": "BG_BROKER_KUBERNETES__NAMESPACE",
             "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}},
+        },
+        {
+            "name": "BG_BROKER_CONTROLLER__BROKER_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": "demo-controller-auth", "key": "brokerToken", "optional": False}},
         },
     ]
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http", "scheme": "HTTP"}

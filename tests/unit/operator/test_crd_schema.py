@@ -567,7 +567,7 @@ def test_full_example_sets_every_field() -> None:
         ({"brokers": {"replication": "Semi"}}, "spec.brokers.replication"),
         ({"brokers": {"minInSyncReplicas": 0}}, "spec.brokers.minInSyncReplicas"),
         ({"controller": {"replicas": 9}}, "spec.controller.replicas"),
-        ({"controller": {"heartbeatTimeoutSeconds": 8}}, "spec.controller.heartbeatTimeoutSeconds"),
+        ({"controller": {"heartbeatTimeoutSeconds": 9}}, "spec.controller.heartbeatTimeoutSeconds"),
         ({"controller": {"electUncleanMaster": "yes"}}, "spec.controller.electUncleanMaster"),
         ({"imagePullPolicy": "Sometimes"}, "spec.imagePullPolicy"),
         ({"image": ""}, "spec.image"),

@@ -181,7 +181,7 @@ def test_wrong_enum_refused(spec: dict[str, Any], where: str, choices: str) -> N
         ({"brokers": {"sets": 65}}, "spec.brokers.sets:"),
         ({"brokers": {"replicas": 17}}, "spec.brokers.replicas:"),
         ({"brokers": {"minInSyncReplicas": 0}}, "spec.brokers.minInSyncReplicas:"),
-        ({"controller": {"heartbeatTimeoutSeconds": 8}}, "spec.controller.heartbeatTimeoutSeconds:"),
+        ({"controller": {"heartbeatTimeoutSeconds": 9}}, "spec.controller.heartbeatTimeoutSeconds:"),
         ({"controller": {"heartbeatTimeoutSeconds": 601}}, "spec.controller.heartbeatTimeoutSeconds:"),
         ({"controller": {"storage": {"storageClassName": 5}}}, "spec.controller.storage.storageClassName:"),
         ({"brokers": "three"}, "spec.brokers:"),
