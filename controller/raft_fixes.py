@@ -59,6 +59,7 @@ class FixedSyncObj(SyncObj):  # type: ignore[misc]
     """`SyncObj` with the fixes above. `conf.journalFile` must be a `DurableJournal`."""
 
     _SyncObj__raftElectionDeadline: float
+    _SyncObj__raftLeader: Any
 
     def __init__(self, self_node: str, other_nodes: list[str], conf: Any, **kwargs: Any) -> None:
         if not isinstance(conf.journalFile, DurableJournal):
@@ -180,6 +181,11 @@ class FixedSyncObj(SyncObj):  # type: ignore[misc]
             self._prevote_won = False  # pysyncobj starts the real election in this tick
             return
         self._SyncObj__raftElectionDeadline = now + self._SyncObj__generateRaftTimeout()
+        if self._SyncObj__raftLeader is not None:
+            # No word from the leader for an election timeout: forget it, as pysyncobj does when it
+            # starts an election (readiness and forwarding then stop pointing at it).
+            self._SyncObj__raftLeader = None
+            self._SyncObj__onLeaderChanged()
         log = self._SyncObj__raftLog
         self._prevote_term = self._SyncObj__raftCurrentTerm + 1
         self._prevote_granted = {self._SyncObj__selfNode.id}

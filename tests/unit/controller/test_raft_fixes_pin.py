@@ -76,6 +76,7 @@ def test_a_fixed_node_uses_our_journal_and_has_the_attributes_we_read(tmp_path: 
         ):
             assert hasattr(node, f"_SyncObj__{name}"), name
         assert callable(node._SyncObj__connectedToAnyone) and callable(node._SyncObj__generateRaftTimeout)
+        assert callable(node._SyncObj__onLeaderChanged)
         for _ in range(200):  # a one-node group: pre-vote, then election, then leader
             node.doTick(0.01)
             if node._isLeader():
