@@ -50,6 +50,7 @@ from brokergroup.chaos.powerfs_core import Attr, FsError, PowerFs
 logger = logging.getLogger(__name__)
 
 MOUNT_TIMEOUT_S = 15.0
+UNMOUNT_RETRY_S = 10.0
 
 
 # ---- at rest --------------------------------------------------------------------------------------
@@ -409,13 +410,22 @@ class MountedPowerFs:
         """Unmount (lazily if still busy) and wait until the tree is saved to the backing folder."""
         if self.proc is None:
             return
-        if os.path.ismount(self.mount):
+        deadline = time.monotonic() + UNMOUNT_RETRY_S  # a process that is still exiting keeps it busy
+        while os.path.ismount(self.mount):
             done = subprocess.run(["fusermount3", "-u", str(self.mount)], capture_output=True, check=False)
-            if done.returncode != 0:
+            if done.returncode == 0:
+                break
+            if time.monotonic() > deadline:
+                logger.warning("unmounting %s lazily: %s", self.mount, done.stderr.decode(errors="replace").strip())
                 subprocess.run(["fusermount3", "-u", "-z", str(self.mount)], capture_output=True, check=False)
+                break
+            time.sleep(0.2)
         try:
             self.proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
+            holders = _holders(self.mount)
+            logger.warning("powerfs did not exit after unmounting %s: killed, its files were not saved; "
+                           "mounted still in the mount namespaces of %s", self.mount, holders)  # fmt: skip
             self.proc.kill()
             self.proc.wait()
         self.proc = None
@@ -426,6 +436,17 @@ class MountedPowerFs:
 
     def __exit__(self, *_: object) -> None:
         self.stop()
+
+
+def _holders(mount: Path) -> list[str]:
+    """Processes whose mount namespace still has `mount` (which keeps the file system alive)."""
+    found = []
+    for mountinfo in Path("/proc").glob("[0-9]*/mountinfo"):
+        with contextlib.suppress(OSError):
+            if f" {mount} " in mountinfo.read_text():
+                cmdline = (mountinfo.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                found.append(f"{mountinfo.parent.name}: {cmdline[:100]}")
+    return found
 
 
 def missing_capabilities() -> list[str]:

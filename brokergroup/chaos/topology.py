@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import os
 import secrets
+import shutil
 import signal
 import tempfile
 import time
@@ -88,10 +89,13 @@ class ChaosCluster:
             }
 
         log = ["--log-level", spec.log_level]
+        self.broker_token = secrets.token_urlsafe(16)
+        """The group's broker credential: the brokers carry it; the harness's forged requests do not."""
         self.controllers = ControllerGroup(
             base_dir / "controllers",
             size=spec.controllers,
             password=secrets.token_urlsafe(16),
+            broker_token=self.broker_token,
             extra_args=spec.profile.controller_args() + log,
             **placement(controller_names),
         )
@@ -102,6 +106,7 @@ class ChaosCluster:
                 broker_name=name,
                 replicas=spec.replicas,
                 cluster_name=CLUSTER_NAME,
+                broker_token=self.broker_token,
                 extra_args=spec.profile.broker_args() + spec.mode.broker_args() + log,
                 **placement(replica_names[name]),
             )
@@ -147,8 +152,7 @@ class ChaosCluster:
         if self.power_fs is None or self.power_fs.proc is None:
             return
         self.power_fs.stop()
-        with contextlib.suppress(FileNotFoundError):
-            self.power_fs.control.parent.rmdir()
+        shutil.rmtree(self.power_fs.control.parent, ignore_errors=True)
         if self.power_fs.backing.exists() and not os.path.ismount(self.disks_dir):
             self.disks_dir.rmdir()
             self.power_fs.backing.rename(self.disks_dir)
