@@ -103,6 +103,11 @@ class ApiSettings(BaseModel):
     `<bg>-controller-auth` (key `brokerToken`); `brokergroup local` generates one."""
     forward_timeout: float = 6.0
     """Seconds a follower waits for the leader when forwarding a request."""
+    brokers_leader_fallback_ms: Annotated[int, Field(ge=0, le=600_000)] = 3000
+    """The deposed-leader fallback the brokers' write lease allows for (their
+    `controller.leader_fallback_ms`, default 3000). This node refuses to start when its own
+    leaderFallbackTimeout, max(3 s, 2 x raft.max_timeout), is longer: a deposed leader could then
+    still renew a master's lease after a new leader elected another master."""
 
 
 class RocketMQConfig(BaseModel):
@@ -169,7 +174,22 @@ class ControllerSettings(BaseSettings):
                 "open port runs anyone's code. Set BG_CONTROLLER_RAFT__PASSWORD, or pass --insecure-dev "
                 "for local development"
             )
+        fallback_ms = round(self.leader_fallback_timeout * 1000)
+        if fallback_ms > self.api.brokers_leader_fallback_ms:
+            raise ValueError(
+                f"this node's leaderFallbackTimeout, max(3 s, 2 x raft.max_timeout ({self.raft.max_timeout} s)) = "
+                f"{fallback_ms} ms, exceeds api.brokers_leader_fallback_ms ({self.api.brokers_leader_fallback_ms}): "
+                "a leader that lost its quorum answers for that long, so the brokers' write-lease margin must "
+                "cover it. Raise every broker's controller.leader_fallback_ms (and controller.heartbeat_timeout_ms "
+                "with it, see their settings check) to at least "
+                f"{fallback_ms}, then set api.brokers_leader_fallback_ms to match"
+            )
         return self
+
+    @property
+    def leader_fallback_timeout(self) -> float:
+        """Seconds a leader that lost its quorum keeps answering (pysyncobj leaderFallbackTimeout)."""
+        return max(3.0, 2 * self.raft.max_timeout)
 
     @property
     def me(self) -> Peer:

@@ -181,6 +181,7 @@ max_timeout = 2.0
 [api]
 port = 1111
 host = "0.0.0.0"
+brokers_leader_fallback_ms = 6000  # max_timeout 3.0 below: a 6 s leader fallback
 [rocketmq]
 scanInactiveMasterInterval = 700
 """,
