@@ -2,8 +2,8 @@
 
 Thin aiohttp handlers over `PutPath`, the store, replication and the role manager. Errors
 are JSON `{status|code, remark}` with a remark that names what was wrong. Put statuses map to
-HTTP: PUT_OK 200; FLUSH_DISK_TIMEOUT and FLUSH_SLAVE_TIMEOUT 202 (written on the master, not
-durable as asked: retry with the same producer id and sequence); SERVICE_NOT_AVAILABLE and
+HTTP: PUT_OK 200; FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and NOT_ENOUGH_REPLICAS_AFTER_APPEND 202
+(written on the master, not durable as asked: retry with the same producer id and sequence); SERVICE_NOT_AVAILABLE and
 IN_SYNC_REPLICAS_NOT_ENOUGH 503 (with the master's address when known).
 """
 
@@ -36,6 +36,7 @@ _HTTP = {
     PutStatus.PUT_OK: 200,
     PutStatus.FLUSH_DISK_TIMEOUT: 202,
     PutStatus.FLUSH_SLAVE_TIMEOUT: 202,
+    PutStatus.NOT_ENOUGH_REPLICAS_AFTER_APPEND: 202,
     PutStatus.SERVICE_NOT_AVAILABLE: 503,
     PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH: 503,
 }

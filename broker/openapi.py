@@ -33,6 +33,7 @@ PUT_STATUSES = (
     "FLUSH_DISK_TIMEOUT",
     "FLUSH_SLAVE_TIMEOUT",
     "IN_SYNC_REPLICAS_NOT_ENOUGH",
+    "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
     "SERVICE_NOT_AVAILABLE",
 )
 BASE64 = r"^[A-Za-z0-9+/]*={0,2}$"
@@ -297,8 +298,10 @@ def put_outcome(description: str, statuses: tuple[str, ...]) -> dict[str, Any]:
 PUT_RESPONSES: dict[str, dict[str, Any]] = {
     "200": put_outcome("PUT_OK: stored, flushed and replicated as configured.", ("PUT_OK",)),
     "202": put_outcome(
-        "Written on the master but not durable as asked; retry with the same producer id and sequence.",
-        ("FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT"),
+        "Written on the master but not durable as asked; retry with the same producer id and sequence. "
+        "NOT_ENOUGH_REPLICAS_AFTER_APPEND: acknowledged by the sync-state-set, but the set shrank below "
+        "minInSyncReplicas while the put waited, so it has fewer copies than asked.",
+        ("FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "NOT_ENOUGH_REPLICAS_AFTER_APPEND"),
     ),
     "400": response_ref("BadRequest"),
     "413": response_ref("TooLarge"),
@@ -488,8 +491,9 @@ def build_openapi() -> dict[str, Any]:
             "version": "1",
             "description": "A broker replica's client and admin API: produce, consume, consumer offsets, status, "
             "epochs and the controller's role-change hint. JSON with camelCase fields; errors are "
-            "`{status, remark}`. Put outcomes map to HTTP: PUT_OK 200; FLUSH_DISK_TIMEOUT and "
-            "FLUSH_SLAVE_TIMEOUT 202; SERVICE_NOT_AVAILABLE and IN_SYNC_REPLICAS_NOT_ENOUGH 503.",
+            "`{status, remark}`. Put outcomes map to HTTP: PUT_OK 200; FLUSH_DISK_TIMEOUT, "
+            "FLUSH_SLAVE_TIMEOUT and NOT_ENOUGH_REPLICAS_AFTER_APPEND 202; SERVICE_NOT_AVAILABLE and "
+            "IN_SYNC_REPLICAS_NOT_ENOUGH 503.",
         },
         "paths": paths,
         "components": {"schemas": {**request_schemas(), **HAND_WRITTEN}, "responses": RESPONSES},

@@ -73,6 +73,8 @@ class Replication(Protocol):
 
     def set_sync_state_set(self, members: frozenset[int], epoch: int) -> None: ...
 
+    def refuse_proposal(self, members: frozenset[int], epoch: int) -> None: ...
+
     @property
     def sync_state_set(self) -> frozenset[int]: ...
 
@@ -80,6 +82,12 @@ class Replication(Protocol):
     def sync_state_set_epoch(self) -> int: ...
 
     def check_shrink(self) -> None: ...
+
+
+REFUSALS = frozenset({ResponseCode.CONTROLLER_INVALID_REPLICAS, ResponseCode.CONTROLLER_BROKER_NOT_ALIVE})
+"""alter-sync-state-set answers that mean "computed at the proposal's epoch and not committed"
+(a member is unknown, dead or behind the master's confirm offset). Every other error, a lost
+reply included, settles nothing: the master re-reads the controller."""
 
 
 def monotonic_ms() -> int:
@@ -326,8 +334,8 @@ class RoleManager:
         elif decision.master_broker_id is None and self.role is Role.NONE:
             await self.broker_elect()
         elif self.role is Role.MASTER and decision.master_epoch == self.master_epoch:
-            # Adopt the controller's view on every read: it also ends a proposal the controller never
-            # committed (e.g. an expansion whose slave died), which would otherwise hold the union open.
+            # Adopt the controller's view on every read. Only a newer epoch settles proposals: this
+            # answer may have been computed before the controller committed one still in flight.
             self.replication().set_sync_state_set(decision.sync_state_set, decision.sync_state_set_epoch)
 
     def poke(self) -> None:
@@ -454,29 +462,49 @@ class RoleManager:
 
     # ---- sync-state-set reports ------------------------------------------------------------------
     def on_sync_state_set_change(self, proposed: frozenset[int]) -> None:
-        """Callback from replication: report a shrink/expand to the controller."""
-        if self.role is Role.MASTER:
-            asyncio.get_running_loop().create_task(self._report(proposed))
+        """Callback from replication: report a shrink/expand to the controller.
 
-    async def _report(self, proposed: frozenset[int]) -> None:
-        async with self._report_lock:
-            if self.role is not Role.MASTER or self.broker_id is None:
+        The request carries the sync-state epoch and the confirm offset of the moment the proposal
+        was made (read now, not when it is sent): a proposal made before a confirmation must not be
+        committed after it (issue 22), and each member it adds had everything confirmed then."""
+        if self.role is Role.MASTER:
+            epoch = self.replication().sync_state_set_epoch
+            confirm = max(self.store.confirm_offset, -1)
+            asyncio.get_running_loop().create_task(self._report(proposed, epoch, confirm))
+
+    async def _report(self, proposed: frozenset[int], epoch: int, confirm_offset: int) -> None:
+        # The controller checks a new member against its last heartbeat, up to one heartbeat
+        # interval old: a refusal is retried once after that, then the proposal stops counting.
+        for attempt in range(2):
+            if attempt:
+                await asyncio.sleep(self.settings.controller.heartbeat_interval_ms * 1.5 / 1000)
+            async with self._report_lock:
+                if self.role is not Role.MASTER or self.broker_id is None:
+                    return
+                if epoch != self.replication().sync_state_set_epoch:
+                    return  # settled: a newer epoch came in while it waited, the controller would fence it
+                request = protocol.AlterSyncStateSetRequest(
+                    broker_name=self.settings.broker_name,
+                    master_broker_id=self.broker_id,
+                    master_epoch=self.master_epoch,
+                    sync_state_set=sorted(proposed | {self.broker_id}),
+                    sync_state_set_epoch=epoch,
+                    confirm_offset=confirm_offset,
+                )
+                try:
+                    response = await self.controller.alter_sync_state_set(request)
+                except ControllerError as exc:
+                    logger.info("alter-sync-state-set %s: %s", sorted(proposed), exc)
+                    if exc.code not in REFUSALS:
+                        self.poke()  # re-read the controller's view: a newer epoch settles the proposal
+                        return
+                    continue
+                members, new_epoch = frozenset(response.sync_state_set), response.sync_state_set_epoch
+                self.replication().set_sync_state_set(members, new_epoch)
+                logger.info("sync-state-set is now %s (epoch %s)", sorted(members), new_epoch)
                 return
-            request = protocol.AlterSyncStateSetRequest(
-                broker_name=self.settings.broker_name,
-                master_broker_id=self.broker_id,
-                master_epoch=self.master_epoch,
-                sync_state_set=sorted(proposed | {self.broker_id}),
-                sync_state_set_epoch=self.replication().sync_state_set_epoch,
-            )
-            try:
-                response = await self.controller.alter_sync_state_set(request)
-            except ControllerError as exc:
-                logger.info("alter-sync-state-set %s: %s", sorted(proposed), exc)
-                self.poke()  # re-read the controller's view, which settles the proposal
-                return
-            self.replication().set_sync_state_set(frozenset(response.sync_state_set), response.sync_state_set_epoch)
-            logger.info("sync-state-set is now %s (epoch %s)", response.sync_state_set, response.sync_state_set_epoch)
+        if self.role is Role.MASTER:
+            self.replication().refuse_proposal(proposed, epoch)
 
     # ---- writes ------------------------------------------------------------------------------------
     def _renew_lease(self, started_ms: int, decision: Decision, heartbeat_age_ms: int | None) -> None:

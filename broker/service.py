@@ -3,7 +3,9 @@
 RocketMQ's put path (reference §4.6) with brokergroup's write lease: refuse when not master,
 fenced or without a lease (SERVICE_NOT_AVAILABLE) or when too few replicas are in sync
 (IN_SYNC_REPLICAS_NOT_ENOUGH, nothing written); otherwise append, then wait for the flush and
-the replica acks together. A replica failure overrides a flush failure. If the lease ran out
+the replica acks together. A replica failure overrides a flush failure. The in-sync count is
+checked again once the acks are in (Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND): a put acked by a
+set that shrank below `min_in_sync_replicas` while it waited is not PUT_OK. If the lease ran out
 while waiting, the outcome is reported as unknown (SERVICE_NOT_AVAILABLE): the message may or
 may not survive, and an idempotent producer's retry settles it.
 """
@@ -79,6 +81,9 @@ class PutPath:
         flushed, replicated = await asyncio.gather(
             self.flusher.wait_flushed(result.next_offset), ha.wait_replicated(result.next_offset)
         )
+        if replicated is PutStatus.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+            remark = "the sync-state-set shrank below minInSyncReplicas while the put waited; fewer copies than asked"
+            return PutOutcome(replicated, remark, result)
         if replicated is not PutStatus.PUT_OK:
             return PutOutcome(replicated, "replicas did not acknowledge in time; the master keeps the message", result)
         if not flushed:

@@ -65,6 +65,21 @@ class HASettings(BaseModel):
     async_learner: bool = False
     """asyncLearner: replicate but never join the sync-state-set."""
 
+    @model_validator(mode="after")
+    def _no_counted_acks(self) -> HASettings:
+        # RocketMQ accepts inSyncReplicas >= 2 without allAck, and it looks like a quorum mode but is
+        # none: the confirm offset is then the max offset (consumers read what only the master has),
+        # and the election ranks by heartbeat offsets up to one interval stale, so a write acked by
+        # {1, 3} can be lost if 2 is elected after 1 dies.
+        if self.in_sync_replicas >= 2 and not self.all_ack_in_sync_state_set:
+            raise ValueError(
+                f"ha.in_sync_replicas ({self.in_sync_replicas}) needs ha.all_ack_in_sync_state_set: counting "
+                "acks without all-ack is not a quorum (consumers would read, and an election could lose, writes "
+                "only some replicas hold). For sync replication use --all-ack with --min-in-sync-replicas 2; "
+                "for async replication keep ha.in_sync_replicas at 1"
+            )
+        return self
+
 
 class ControllerLinkSettings(BaseModel):
     """How the broker talks to the controller (RocketMQ BrokerConfig controller keys)."""

@@ -299,7 +299,9 @@ def alter_sync_state_set(state: ControllerState, req: AlterSyncStateSetRequest, 
             f"not {{{req.sync_state_set_epoch}}}",
         )
     else:
-        failure = _check_new_members(replica, new_set, master, live)
+        failure = _check_new_members(replica, new_set, master, live) or _check_caught_up(
+            replica.broker_name, new_set - sync.sync_state_set, req.confirm_offset, live
+        )
     if failure is not None:
         return Result(code=failure[0], remark=failure[1])
     epoch = sync.sync_state_set_epoch + 1
@@ -330,6 +332,24 @@ def _check_new_members(
             ResponseCode.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
             f"{rejected} the newSyncStateSet don't contains origin leader {{{master}}}",
         )
+    return None
+
+
+def _check_caught_up(
+    broker_name: str, added: set[int], confirm_offset: int, live: LivenessView
+) -> tuple[ResponseCode, str] | None:
+    """brokergroup: every member being added holds everything the master had confirmed when it
+    proposed, by the max offset of its last heartbeat (what an election would rank it by). A
+    member elected without that data would lose acknowledged, maybe consumed, messages."""
+    for broker_id in sorted(added):
+        info = live.info(broker_name, broker_id)
+        reported = -1 if info is None else info.max_offset
+        if reported < confirm_offset:
+            return (
+                ResponseCode.CONTROLLER_INVALID_REPLICAS,
+                f"Rejecting alter syncStateSet request because the replica {{{broker_id}}} is behind the "
+                f"master's confirm offset {confirm_offset}: its last heartbeat reports max offset {reported}",
+            )
     return None
 
 

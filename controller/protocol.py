@@ -80,6 +80,10 @@ class AlterSyncStateSetRequest(Message):
     master_epoch: Epoch
     sync_state_set: Annotated[list[BrokerId], Field(min_length=1, max_length=64)]
     sync_state_set_epoch: Epoch
+    """The sync-state epoch the master knew when it made the proposal; committed only if current."""
+    confirm_offset: Offset = -1
+    """The master's confirm offset when it made the proposal (brokergroup; -1: not given). Each
+    member being added must have reported at least this max offset in its last heartbeat."""
 
 
 class SyncStateDataRequest(Message):

@@ -23,9 +23,10 @@ Invariants:
 - a put's acks are re-evaluated on every ack, sync-state-set change and connection change; puts
   still waiting when this broker stops being master answer FLUSH_SLAVE_TIMEOUT at once;
 - shrink and expand proposals go to `on_sync_state_set_change(proposed)` (always containing this
-  broker); while one is pending the union rule applies; `set_sync_state_set` (the controller's
-  answer, or any controller read of the set) ends it. The callback runs on the event loop and
-  must not block; an exception from it is logged.
+  broker), to be sent with the current `sync_state_set_epoch`; while one is pending the union rule
+  applies; it ends when `set_sync_state_set` brings a newer epoch (the controller's answer, or a
+  read) or `refuse_proposal` reports a definitive refusal. A read at the same epoch ends nothing.
+  The callback runs on the event loop and must not block; an exception from it is logged.
 """
 
 from __future__ import annotations
@@ -174,9 +175,15 @@ class HAService:
 
     # ---- sync-state-set ---------------------------------------------------------------------------
     def set_sync_state_set(self, members: frozenset[int], epoch: int) -> None:
-        """The controller's set. Older epochs are ignored; the same epoch with the same members
-        ends a pending proposal (call it with every controller read while master)."""
+        """The controller's set. Older epochs are ignored, a newer one settles every pending
+        proposal, the same one settles nothing (call it with every controller read while master)."""
         if self._syncset.confirm(members, epoch):
+            self._changed()
+
+    def refuse_proposal(self, members: frozenset[int], epoch: int) -> None:
+        """The controller refused the proposal `members` made at sync-state `epoch` for good (a
+        member unknown, dead or behind): it stops counting."""
+        if self._syncset.refused(members, epoch):
             self._changed()
 
     @property
@@ -209,12 +216,20 @@ class HAService:
 
     async def wait_replicated(self, next_offset: int) -> PutStatus:
         """After a write ending at `next_offset`: PUT_OK once acked as configured (all-ack or
-        `in_sync_replicas`), FLUSH_SLAVE_TIMEOUT after `slave_timeout_ms` or a role loss."""
+        `in_sync_replicas`), FLUSH_SLAVE_TIMEOUT after `slave_timeout_ms` or a role loss.
+
+        The after-append check (Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND): a put admitted with
+        enough in-sync replicas is acked by the set as it is when the acks come; if that set shrank
+        below `min_in_sync_replicas` meanwhile, the put has fewer copies than asked and is answered
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND, not PUT_OK."""
         if self._ack_nums in (0, 1):
             return PutStatus.PUT_OK
         if self._role != "master":
             return PutStatus.FLUSH_SLAVE_TIMEOUT
-        return await self._waiters.wait(next_offset, self._settings.slave_timeout_ms / 1000)
+        status = await self._waiters.wait(next_offset, self._settings.slave_timeout_ms / 1000)
+        if status is PutStatus.PUT_OK and self._syncset.in_sync_replicas_nums() < self._settings.min_in_sync_replicas:
+            return PutStatus.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return status
 
     def _acked(self, next_offset: int) -> bool:
         return self._role == "master" and self._syncset.acked_enough(next_offset, self._acks(), self._ack_nums)

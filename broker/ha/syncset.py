@@ -1,24 +1,31 @@
 """The master's sync-state-set manager (RocketMQ `AutoSwitchHAService` set handling), pure.
 
 Terms. The *local* set is the one the controller confirmed, with its epoch. A *proposal* is a set
-the master asked the controller to adopt (shrink or expand, `alter-sync-state-set`); it is
-*pending* until the controller's answer (or a later read) confirms a set. While anything is
-pending the manager is *synchronizing* (reference §4.5, #5663).
+the master asked the controller to adopt (shrink or expand, `alter-sync-state-set`), together with
+the sync-state epoch it is sent with: the local epoch when it was made. The controller commits a
+request only while its own epoch equals the request's (per set, computed and committed under one
+lock with a version check), so a proposal sent with epoch `e` can become the controller's set at
+epoch `e + 1` and at no other. It is *pending* until it is *settled*: the master learns an epoch
+newer than `e` (then the controller can never commit it any more, and whatever it committed is
+what the master learned), or the controller refuses it for good (`refused`: a member missing,
+dead or behind). While anything is pending the manager is *synchronizing* (reference §4.5, #5663).
 
 Invariants:
 
-- the controller's current set is the local one or one of the proposals made since the last
-  confirmation (a reply can be lost after the commit). So while synchronizing:
+- the controller's current set is the local one or one of the pending proposals (a reply can be
+  lost after the commit, a later proposal can be committed after an earlier one is answered).
+  So while synchronizing:
   - `effective()` = local | every pending proposal: all-ack puts and the confirm offset wait
     for all of these (a shrink keeps waiting for the removed slave, an expansion waits for the
-    new one at once). RocketMQ keeps only the latest proposal in the union; keeping all of them
-    also covers a proposal that is replaced or withdrawn before the controller answers;
+    new one at once). RocketMQ keeps only the latest proposal in the union and ends the window
+    at the first answer, which loses a second expansion still in flight (issue 22);
   - `durable()` = local & every pending proposal: only these replicas are surely electable, so
     only they count toward `in_sync_replicas >= 2` acks (fixes the RocketMQ TODO that counted
     any connection, learners, non-members and duplicates included);
   - `in_sync_replicas_nums()` = max(|local|, |latest proposal|), as RocketMQ (minInSyncReplicas);
-- `confirm(members, epoch)` adopts only a newer epoch; the same epoch with the same members ends a
-  pending window (the controller has committed none of the proposals); anything else is ignored;
+- `confirm(members, epoch)` adopts only a newer epoch, and that settles every proposal (all were
+  made at an older epoch). A read at the local epoch settles nothing: it may have been computed
+  before the controller committed a proposal still in flight. Anything else is ignored;
 - proposals always contain this broker; shrink and expand build on the latest proposal while
   synchronizing, so concurrent changes compose instead of undoing each other;
 - a member is healthy while connected and caught up within `max_time_slave_not_catchup_ms`. A
@@ -63,6 +70,8 @@ class SyncStateSetManager:
         self._all_ack = all_ack
         self._local: frozenset[int] = frozenset({self_id})
         self._local_epoch = -1
+        self._pending: list[frozenset[int]] = []
+        """Proposals not settled yet, oldest first; all were made at `_local_epoch`."""
         self._latest: frozenset[int] | None = None
         self._union: frozenset[int] = self._local
         self._durable: frozenset[int] = self._local
@@ -77,6 +86,7 @@ class SyncStateSetManager:
 
     @property
     def local_epoch(self) -> int:
+        """The newest sync-state epoch known; proposals made now are sent with it."""
         return self._local_epoch
 
     @property
@@ -87,6 +97,11 @@ class SyncStateSetManager:
     def latest_proposal(self) -> frozenset[int] | None:
         """The last proposal while synchronizing (RocketMQ's remote set), else None."""
         return self._latest
+
+    @property
+    def pending(self) -> tuple[frozenset[int], ...]:
+        """Proposals not settled yet, oldest first (all sent with `local_epoch`)."""
+        return tuple(self._pending)
 
     def effective(self) -> frozenset[int]:
         """The set acks and the confirm offset wait for: local | pending proposals."""
@@ -104,30 +119,30 @@ class SyncStateSetManager:
     def reset(self, members: frozenset[int], epoch: int, *, now_ms: int) -> None:
         """A new mastership term: adopt the controller's set, forget proposals and catch-up times."""
         self._local, self._local_epoch = members, epoch
-        self._end_window()
+        self._settle_all()
         self._caught_up.clear()
         self._term_start_ms = now_ms
 
     def mark_synchronizing(self, proposal: frozenset[int]) -> None:
-        """Record a proposal sent to the controller (this broker is always in it)."""
+        """Record a proposal about to be sent with `local_epoch` (this broker is always in it)."""
         proposal = proposal | {self.self_id}
         if self._latest is None and proposal == self._local:
             return
         self._latest = proposal
-        self._union |= proposal
-        self._durable &= proposal
+        if proposal != self._local and proposal not in self._pending:
+            self._pending.append(proposal)
+        self._recompute()
 
     def confirm(self, members: frozenset[int], epoch: int) -> bool:
-        """The controller's set; True when it changed the local set or ended the window."""
+        """The controller's set; True when it changed the local set or settled proposals.
+
+        Only a newer epoch settles proposals: a read at the local epoch may have been computed
+        before the controller committed one of them."""
         if epoch > self._local_epoch:
             self._local, self._local_epoch = members, epoch
-            self._end_window()
+            self._settle_all()
             return True
-        if epoch == self._local_epoch and members == self._local:
-            ended = self._latest is not None
-            self._end_window()
-            return ended
-        if epoch == self._local_epoch:
+        if epoch == self._local_epoch and members != self._local:
             logger.warning(
                 "controller reports sync-state-set %s at epoch %d, locally %s: ignored",
                 sorted(members),
@@ -136,9 +151,34 @@ class SyncStateSetManager:
             )
         return False
 
-    def _end_window(self) -> None:
+    def refused(self, proposal: frozenset[int], epoch: int) -> bool:
+        """The controller refused `proposal` sent with `epoch` for good (a member missing, dead or
+        behind): it was not committed, so it stops counting. True when something changed.
+
+        Only for a refusal computed at the proposal's epoch; a lost reply, a fenced epoch or "equal
+        to the current set" settle nothing (the master re-reads the controller instead)."""
+        proposal = proposal | {self.self_id}
+        if epoch != self._local_epoch or proposal not in self._pending:
+            return False
+        self._pending.remove(proposal)
+        if not self._pending:
+            self._latest = None
+        elif self._latest == proposal:
+            self._latest = self._pending[-1]
+        self._recompute()
+        return True
+
+    def _settle_all(self) -> None:
+        self._pending.clear()
         self._latest = None
-        self._union = self._durable = self._local
+        self._recompute()
+
+    def _recompute(self) -> None:
+        union = durable = self._local
+        for proposal in self._pending:
+            union |= proposal
+            durable &= proposal
+        self._union, self._durable = union, durable
 
     def _propose(self, proposal: frozenset[int]) -> frozenset[int] | None:
         proposal |= {self.self_id}

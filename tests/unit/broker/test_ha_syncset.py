@@ -51,13 +51,57 @@ def test_confirm_adopts_only_newer_epochs() -> None:
     assert (m.local, m.local_epoch) == ({1, 3}, 6)
 
 
-def test_the_same_confirmed_set_ends_a_pending_window() -> None:
-    m = manager({1, 2}, epoch=5)
-    m.mark_synchronizing(frozenset({1, 2, 3}))
-    assert m.confirm(frozenset({1, 2}), 5)
-    assert not m.synchronizing
+def test_stale_replica_info_does_not_end_an_in_flight_proposal() -> None:
+    """Issue 22: a replica-info answer computed before the controller committed {1, 2} says
+    ({1}, epoch 1); it must not release puts with only the master's copy."""
+    m = manager({1}, epoch=1)
+    assert expand(m, 2, 100) == {1, 2}
+    assert not m.confirm(frozenset({1}), 1)  # the stale read
+    assert m.synchronizing
     assert m.effective() == {1, 2}
-    assert not m.confirm(frozenset({1, 2}), 5)  # nothing left to end
+    assert not m.acked_enough(2000, {2: 1500}, ALL_ACK)
+    assert m.compute_confirm_offset(2000, {2: 1500}, {2}, 1000) == 1500  # not the max offset
+    assert m.confirm(frozenset({1, 2}), 2)  # the answer
+    assert not m.synchronizing
+
+
+def test_expansion_sent_before_a_confirmation_keeps_waiting_for_its_member() -> None:
+    """Issue 22: P1 = {1, 2} and P2 = {1, 2, 3} back to back after a failover. P1's answer must
+    not forget P2: the controller may commit it (sent with the new epoch) before the master hears."""
+    m = manager({1}, epoch=1)
+    assert expand(m, 2, 100) == {1, 2}
+    assert expand(m, 3, 100) == {1, 2, 3}
+    assert m.pending == ({1, 2}, {1, 2, 3})
+    # P1 committed at epoch 2. P2 was made at epoch 1: the controller can never commit it now.
+    assert m.confirm(frozenset({1, 2}), 2)
+    assert not m.synchronizing
+    # Broker 3 acks again: proposed with epoch 2, it is waited for until the controller answers.
+    assert expand(m, 3, 100) == {1, 2, 3}
+    assert m.effective() == {1, 2, 3}
+    assert not m.confirm(frozenset({1, 2}), 2)  # a read from before the commit settles nothing
+    assert not m.acked_enough(2000, {2: 2000, 3: 1000}, ALL_ACK)
+    assert m.compute_confirm_offset(2000, {2: 2000, 3: 1000}, {2, 3}, 500) == 1000
+    assert m.confirm(frozenset({1, 2, 3}), 3)
+    assert m.effective() == {1, 2, 3}
+
+
+def test_a_refused_proposal_stops_counting() -> None:
+    m = manager({1}, epoch=1)
+    assert expand(m, 2, 100) == {1, 2}
+    assert not m.refused(frozenset({1, 2}), 0)  # not the epoch it was sent with
+    assert m.refused(frozenset({1, 2}), 1)
+    assert not m.synchronizing
+    assert m.effective() == {1}
+    assert not m.refused(frozenset({1, 2}), 1)  # nothing left
+
+
+def test_refusing_one_of_two_proposals_keeps_the_other() -> None:
+    m = manager({1, 2, 3}, epoch=1)
+    m.mark_synchronizing(frozenset({1, 2, 3, 4}))
+    m.mark_synchronizing(frozenset({1, 2, 3, 4, 5}))
+    assert m.refused(frozenset({1, 2, 3, 4, 5}), 1)
+    assert m.latest_proposal == {1, 2, 3, 4}
+    assert m.effective() == {1, 2, 3, 4}
 
 
 def test_a_replaced_proposal_stays_in_the_union_until_the_controller_answers() -> None:

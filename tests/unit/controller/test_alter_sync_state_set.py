@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from controller_factories import NOBODY, SET_A, SET_B, alive, alter_req, commit, led_state, make_state, sync_of
+from controller_factories import (
+    NOBODY,
+    SET_A,
+    SET_B,
+    alive,
+    alter_req,
+    commit,
+    led_state,
+    live_info,
+    make_state,
+    sync_of,
+)
 
 from brokergroup.controller import core
 from brokergroup.controller.codes import ResponseCode
@@ -162,3 +173,32 @@ def test_7_new_set_without_master_is_refused() -> None:
     assert result.code == ResponseCode.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED
     assert result.remark == f"{PREFIX} the newSyncStateSet don't contains origin leader {{1}}"
     assert result.events == ()
+
+
+# ---- brokergroup: an added member holds what the master confirmed (issue 22) ---------------------------
+
+
+def test_an_expansion_whose_new_member_is_behind_the_masters_confirm_offset_is_refused() -> None:
+    state = base()
+    view = alive(live_info(1, max_offset=2000), live_info(2, max_offset=2000), live_info(3, max_offset=1000))
+    req = alter_req([1, 2, 3]).model_copy(update={"confirm_offset": 2000})
+    result = core.alter_sync_state_set(state, req, view)
+    assert result.code == ResponseCode.CONTROLLER_INVALID_REPLICAS
+    assert result.remark == (
+        f"{PREFIX} the replica {{3}} is behind the master's confirm offset 2000: "
+        "its last heartbeat reports max offset 1000"
+    )
+    assert result.events == ()
+
+
+def test_an_expansion_whose_new_member_has_the_confirmed_data_is_committed() -> None:
+    state = base()
+    view = alive(live_info(1, max_offset=2000), live_info(2, max_offset=1500), live_info(3, max_offset=2000))
+    req = alter_req([1, 2, 3]).model_copy(update={"confirm_offset": 2000})
+    assert core.alter_sync_state_set(state, req, view).ok  # 2 is already a member: not re-checked
+
+
+def test_a_shrink_is_never_refused_for_offsets() -> None:
+    state = base()
+    req = alter_req([1]).model_copy(update={"confirm_offset": 10**9})
+    assert core.alter_sync_state_set(state, req, alive(live_info(1, max_offset=0))).ok
