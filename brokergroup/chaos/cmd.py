@@ -26,7 +26,7 @@ from typing import Any
 
 from brokergroup.local import profiles
 
-DEFAULT_NEMESIS = "kill,stop,partition,power"
+DEFAULT_NEMESIS = "kill,stop,partition,power,forge"
 
 
 def add_parser(sub: Any) -> None:
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     use_netns = not args.no_netns and not missing
     try:
         if args.nemesis is None:
-            spec_text = DEFAULT_NEMESIS if use_netns else "kill,stop,power"
+            spec_text = DEFAULT_NEMESIS if use_netns else "kill,stop,power,forge"
             if not use_netns and not args.no_netns:
                 _print(f"partitions disabled: {'; '.join(missing)}")
         else:

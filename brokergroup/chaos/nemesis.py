@@ -32,7 +32,7 @@ which no master may lose its role and no put may be refused (docs/chaos.md, "wri
 - forge-requests: requests that change the sync-state-set or feed the election, sent without a
   credential by the harness (`brokergroup.chaos.forgery`); each must be refused and change
   nothing, which the fault checks when it starts and again at its heal (`violations` in its
-  detail). Not in the default mix until the controller checks a broker credential.
+  detail). The cluster's brokers carry the group's broker token (`ChaosCluster.broker_token`).
 
 Partitions and blackholes need the cluster's network namespaces (`ClusterSpec(netns=True)`).
 
