@@ -85,7 +85,6 @@ def test_a_fixed_node_uses_our_journal_and_has_the_attributes_we_read(tmp_path: 
         assert node.prevotes_started >= 1
         assert len(journal) >= 2 and not journal.dirty, "the leader's no-op is synced"
     finally:
-        node._destroy()
-        node._doDestroy()
+        node.destroy()
     # a plain path still gets pysyncobj's own journal
     assert type(raft_fixes._create_journal(None)).__name__ == "MemoryJournal"
