@@ -214,6 +214,7 @@ def kube_patcher(settings: KubernetesSettings) -> Patcher:
             f"kubernetes.enabled, but no Kubernetes credentials were found ({exc}); run in a pod, set "
             "kubernetes.kubeconfig, or turn kubernetes.enabled off"
         ) from exc
+    configuration.retries = False  # one attempt per patch: the labeler's own back-off retries (and logs once)
     core = kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(configuration))
     name, namespace = str(settings.pod_name), str(settings.namespace)
     timeout = settings.request_timeout_ms / 1000

@@ -1,0 +1,197 @@
+"""Watching the master Service converge (shared by the e2e tests of issue 15): every change of the set's pods
+(role label, readiness) and of the master Service's EndpointSlices, recorded by watches, never sampled; and the
+pure judgement of a failover against the controller's elections."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import kubernetes
+
+from brokergroup.controller.client import ControllerClient
+from tests.e2e.operator.helpers import ROLE
+
+
+@dataclass
+class Record:
+    """What the watches saw, in wall-clock seconds (the controller dates events in wall-clock ms)."""
+
+    selected: list[tuple[float, frozenset[str]]] = field(default_factory=list)
+    """(time, pods the master Service's EndpointSlices hold as ready)."""
+    pods: list[tuple[float, str, str | None, bool]] = field(default_factory=list)
+    """(time, pod, role label, Ready)."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+
+def _watch(
+    list_fn: Callable[..., Any], namespace: str, selector: str, on: Callable[[Any, str], None], rec: Record
+) -> None:
+    version = None
+    while not rec.stop.is_set():
+        stream = kubernetes.watch.Watch()
+        try:
+            for event in stream.stream(
+                list_fn, namespace, label_selector=selector, resource_version=version, timeout_seconds=5
+            ):
+                version = event["object"].metadata.resource_version
+                on(event["object"], event["type"])
+                if rec.stop.is_set():
+                    break
+        except kubernetes.client.exceptions.ApiException as exc:
+            if exc.status != 410:
+                raise
+            version = None
+        finally:
+            stream.stop()
+
+
+@contextlib.contextmanager
+def recording(kube_api: kubernetes.client.ApiClient, namespace: str, sts: str) -> Iterator[Record]:
+    """Watch the pods of `sts` and the EndpointSlices of `<sts>-master` while the block runs."""
+    rec = Record()
+    slices: dict[str, frozenset[str]] = {}
+    core = kubernetes.client.CoreV1Api(kube_api)
+    discovery = kubernetes.client.DiscoveryV1Api(kube_api)
+
+    def on_slice(obj: Any, kind: str) -> None:
+        ready = frozenset(
+            e.target_ref.name
+            for e in (obj.endpoints or [])
+            if e.target_ref is not None and (e.conditions is None or e.conditions.ready is not False)
+        )
+        slices[obj.metadata.name] = frozenset() if kind == "DELETED" else ready
+        now = frozenset().union(*slices.values())
+        with rec.lock:
+            if not rec.selected or rec.selected[-1][1] != now:
+                rec.selected.append((time.time(), now))
+
+    def on_pod(obj: Any, kind: str) -> None:
+        role = (obj.metadata.labels or {}).get(ROLE) if kind != "DELETED" else None
+        ready = kind != "DELETED" and any(
+            c.type == "Ready" and c.status == "True" for c in (obj.status.conditions or [])
+        )
+        with rec.lock:
+            rec.pods.append((time.time(), obj.metadata.name, role, ready))
+
+    threads = [
+        threading.Thread(
+            target=_watch,
+            args=(
+                discovery.list_namespaced_endpoint_slice,
+                namespace,
+                f"kubernetes.io/service-name={sts}-master",
+                on_slice,
+                rec,
+            ),
+            daemon=True,
+        ),
+        threading.Thread(
+            target=_watch,
+            args=(core.list_namespaced_pod, namespace, f"brokergroup.io/broker-set={sts}", on_pod, rec),
+            daemon=True,
+        ),
+    ]
+    for thread in threads:
+        thread.start()
+    yield rec
+    rec.stop.set()
+    for thread in threads:
+        thread.join(timeout=10)
+
+
+def elections(controllers: list[str], sts: str, pod_of: Callable[[str], str | None]) -> list[tuple[float, str]]:
+    """(commit time, master pod) of every ELECT_MASTER of `sts` that named a master, from the controller's
+    event feed; `pod_of` maps a master address to its pod."""
+
+    async def ask() -> dict[str, Any]:
+        async with ControllerClient(controllers) as client:
+            return await client.events(after=0)
+
+    out = []
+    for event in asyncio.run(ask()).get("events") or []:
+        if event.get("type") == "ELECT_MASTER" and event.get("brokerName") == sts and event.get("masterAddress"):
+            pod = pod_of(str(event["masterAddress"]))
+            if pod is not None:
+                out.append((event["ts"] / 1000.0, pod))
+    return out
+
+
+def pod_of_dns_address(address: str) -> str:
+    """`<pod>.<set>.<ns>.svc:10911` -> `<pod>` (the operator's advertised addresses)."""
+    return address.split(".", 1)[0]
+
+
+def master_at(history: list[tuple[float, str]], at: float) -> str | None:
+    current = None
+    for ts, pod in history:
+        if ts <= at:
+            current = pod
+    return current
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    killed: str
+    elected: str
+    wrong_seconds: float
+    """Longest stretch after the kill during which the Service selected a pod that was not the master."""
+    new_master_seconds: float
+    """From the election's commit to the Service selecting only the new master."""
+
+
+def judge(name: str, rec: Record, history: list[tuple[float, str]], killed: str, since: float, until: float) -> Phase:
+    after = [(ts, pod) for ts, pod in history if ts > since]
+    assert after, f"{name}: no election after the kill of {killed}"
+    elected_at, elected = after[0]
+    with rec.lock:
+        selected = list(rec.selected)
+    # Stretches during which the selection holds a pod that is not the controller's master at that moment.
+    wrong, longest, start = False, 0.0, 0.0
+    points = sorted({t for t, _ in selected if since <= t <= until} | {t for t, _ in history if since <= t <= until})
+    state = frozenset[str]()
+    for t, pods in selected:
+        if t < since:
+            state = pods
+    for t in [*points, until]:
+        for ts, pods in selected:
+            if ts == t:
+                state = pods
+        master = master_at(history, t)
+        bad = any(pod != master for pod in state)
+        if bad and not wrong:
+            wrong, start = True, t
+        elif not bad and wrong:
+            wrong = False
+            longest = max(longest, t - start)
+    if wrong:
+        longest = max(longest, until - start)
+    reached = next((t for t, pods in selected if t >= elected_at - 5 and pods == frozenset({elected})), None)
+    assert reached is not None, f"{name}: the master Service never selected {elected} alone: {selected[-5:]}"
+    return Phase(name, killed, elected, longest, max(0.0, reached - elected_at))
+
+
+def restarted_as_master(rec: Record, history: list[tuple[float, str]], pod: str, since: float) -> list[float]:
+    """Times at which the killed `pod`, once it had gone down, was Ready and labelled master while the
+    controller's master was another pod (what the issue saw: a slave behind the master Service)."""
+    with rec.lock:
+        seen = [(t, role, ready) for t, p, role, ready in rec.pods if p == pod and t >= since]
+    down = next((t for t, _, ready in seen if not ready), None)
+    if down is None:
+        return []
+    return [t for t, role, ready in seen if t >= down and ready and role == "master" and master_at(history, t) != pod]
+
+
+def came_back(rec: Record, pod: str, since: float) -> bool:
+    """`pod` was seen not Ready and then Ready again after `since` (it restarted)."""
+    with rec.lock:
+        seen = [(t, ready) for t, p, _, ready in rec.pods if p == pod and t >= since]
+    dropped = next((i for i, (_, ready) in enumerate(seen) if not ready), None)
+    return dropped is not None and any(ready for _, ready in seen[dropped:])

@@ -1,0 +1,172 @@
+"""The master Service follows elections whatever the operator is doing: running, paused, stopped.
+
+A BrokerGroup of 3 controllers and 1 set x 3 brokers runs on the test kubelet; the brokers reach the API
+server as pods do (`podapi`) and label their own pods. In each phase the master's process is killed with
+SIGKILL; the old master restarts (as a slave). Two watches record every pod change and every EndpointSlice of
+the master Service (no sampling), and the controller's event feed dates each election. Checked per phase:
+
+- the master Service never selects a pod that is not the controller's master for longer than one broker
+  heartbeat interval (1 s), and selects the new master within 1 s of the election's commit;
+- the restarted old master is never Ready while labelled `role=master` unless it is master again;
+- a producer writing through the master Service the whole time loses nothing it was acknowledged.
+
+The numbers go to docs/benchmarks.md ("Master Service convergence").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+import time
+from collections.abc import Iterator
+
+import aiohttp
+import kubernetes
+import pytest
+from kubernetes.dynamic import DynamicClient
+
+from brokergroup.broker.client import Consumer, MasterFinder, Producer
+from tests.e2e.kubeenv import ControlPlane, eventually
+from tests.e2e.kubelet import Kubelet
+from tests.e2e.operator.conftest import StartOperator
+from tests.e2e.operator.convergence import (
+    Phase,
+    Record,
+    came_back,
+    elections,
+    judge,
+    pod_of_dns_address,
+    recording,
+    restarted_as_master,
+)
+from tests.e2e.operator.helpers import apply, condition, get, manifest
+from tests.e2e.operator.podapi import pod_api  # noqa: F401 (a fixture)
+
+BG = "selfl"
+STS = f"{BG}-broker-0"
+HEARTBEAT_INTERVAL = 1.0
+"""The brokers' heartbeat interval (controller.heartbeat_interval_ms, default 1000)."""
+
+
+async def _produce(address: str, acked: list[bytes], stop: threading.Event) -> None:
+    async with aiohttp.ClientSession() as session:
+        producer = Producer(MasterFinder(broker_name=STS, master_address=address), session=session, deadline_s=60)
+        index = 0
+        while not stop.is_set():
+            body = f"m-{index:06d}".encode()
+            await producer.send("orders", [body])
+            acked.append(body)
+            index += 1
+            await asyncio.sleep(0.05)
+
+
+async def _consume(address: str) -> list[bytes]:
+    async with aiohttp.ClientSession() as session:
+        consumer = Consumer(MasterFinder(broker_name=STS, master_address=address), group="history", session=session)
+        out: list[bytes] = []
+        while batch := await consumer.poll("orders", max_count=256):
+            out.extend(m.body for m in batch)
+        return out
+
+
+@pytest.fixture
+def record(kube_api: kubernetes.client.ApiClient, namespace: str) -> Iterator[Record]:
+    with recording(kube_api, namespace, STS) as rec:
+        yield rec
+
+
+@pytest.mark.timeout(900)
+def test_master_service_follows_failover_with_the_operator_running_paused_and_stopped(
+    control_plane: ControlPlane,
+    namespace: str,
+    kubelet: Kubelet,
+    pod_api: str,  # noqa: F811 (the fixture imported above)
+    start_operator: StartOperator,
+    dyn: DynamicClient,
+    record: Record,
+) -> None:
+    operator = start_operator("http://{cluster_ip}:9878")
+    apply(
+        control_plane,
+        namespace,
+        manifest(
+            BG,
+            {
+                "controller": {"replicas": 3, "heartbeatTimeoutSeconds": 10},
+                "brokers": {"sets": 1, "replicas": 3, "replication": "Sync", "minInSyncReplicas": 2},
+            },
+        ),
+    )
+    try:
+        eventually(
+            "Ready (writable)", lambda: condition(dyn, namespace, BG, "Ready").get("status") == "True", timeout=180
+        )
+    except AssertionError:
+        bg = get(dyn, "brokergroup.io/v1alpha1", "BrokerGroup", namespace, BG) or {}
+        print("conditions:", (bg.get("status") or {}).get("conditions"))
+        for pod in (f"{STS}-{i}" for i in range(3)):
+            print(f"--- {pod}\n" + "\n".join(kubelet.logs(pod).splitlines()[-25:]))
+        print("--- operator\n" + operator.log())
+        raise
+    api_ip = str((get(dyn, "v1", "Service", namespace, f"{BG}-controller-api") or {})["spec"]["clusterIP"])
+    controller = f"{api_ip}:9878"
+    address = f"{(get(dyn, 'v1', 'Service', namespace, f'{STS}-master') or {})['spec']['clusterIP']}:10911"
+    for pod in (f"{STS}-{i}" for i in range(3)):
+        try:
+            eventually(f"{pod} labelled itself", lambda p=pod: f"pod {p}: role label" in kubelet.logs(p), timeout=60)
+        except AssertionError:
+            print("\n".join(kubelet.logs(pod).splitlines()[-30:]))
+            raise
+
+    acked: list[bytes] = []
+    stop_producing = threading.Event()
+    producer = threading.Thread(target=lambda: asyncio.run(_produce(address, acked, stop_producing)), daemon=True)
+    producer.start()
+    eventually("the producer is acknowledged", lambda: len(acked) >= 5, timeout=60)
+
+    phases: list[Phase] = []
+
+    def failover(name: str) -> None:
+        history = elections([controller], STS, pod_of_dns_address)
+        master = history[-1][1]
+        killed_at = time.time()
+        kubelet.kill(master, signal.SIGKILL)
+        eventually(
+            f"{name}: a new master elected",
+            lambda: (
+                (h := elections([controller], STS, pod_of_dns_address)) and h[-1][0] > killed_at
+            ),
+            timeout=60,
+        )
+        eventually(f"{name}: {master} restarted and Ready", lambda: came_back(record, master, killed_at), timeout=90)
+        count = len(acked)
+        eventually(f"{name}: writes go on", lambda: len(acked) >= count + 5, timeout=60)
+        history = elections([controller], STS, pod_of_dns_address)
+        phases.append(judge(name, record, history, master, killed_at, time.time()))
+        stale = restarted_as_master(record, history, master, killed_at)
+        assert stale == [], f"{name}: {master} was Ready with role=master while not the master: {stale[:3]}"
+
+    failover("running")
+    control_plane.kubectl("annotate", "-n", namespace, "bg", BG, "brokergroup.io/pause-reconciliation=true")
+    eventually("paused", lambda: condition(dyn, namespace, BG, "ReconciliationPaused").get("status") == "True")
+    failover("paused")
+    operator.stop()
+    failover("stopped")
+
+    stop_producing.set()
+    producer.join(timeout=90)
+    consumed = asyncio.run(_consume(address))
+    lost = sorted(set(acked) - set(consumed))
+    assert lost == [], f"acknowledged and lost: {lost[:5]} ({len(lost)})"
+    assert len(consumed) == len(set(consumed)), "duplicates in the log"
+
+    for phase in phases:
+        print(
+            f"\n{phase.name}: kill -9 {phase.killed} -> Service on {phase.elected} {phase.new_master_seconds:.3f} s "
+            f"after the election; longest non-master selection {phase.wrong_seconds:.3f} s"
+        )
+    print(f"history: {len(acked)} acknowledged, {len(consumed)} consumed, none lost")
+    for phase in phases:
+        assert phase.wrong_seconds <= HEARTBEAT_INTERVAL, phase
+        assert phase.new_master_seconds <= 1.0, phase
