@@ -48,8 +48,12 @@ def new_auth_secret(owner: Owner, token: Callable[[int], str]) -> dict[str, Any]
 
 
 def missing_keys_patch(secret: Mapping[str, Any], token: Callable[[int], str]) -> dict[str, Any] | None:
-    """A merge patch adding the `ADDED_KEYS` the Secret lacks (fresh values), or None if it has them all."""
+    """A merge patch adding the `ADDED_KEYS` the Secret lacks (fresh values), or None if it has them all.
+    Only a Secret that holds every original key gets one (one an older operator made, or a user's own
+    made for it): an incomplete Secret is reported by `auth_secret_problems` and left as it is."""
     data = secret.get("data") or {}
+    if any(key not in data for key in KEYS if key not in ADDED_KEYS):
+        return None
     added = {key: token(TOKEN_BYTES) for key in ADDED_KEYS if key not in data}
     if not added:
         return None

@@ -42,6 +42,12 @@ def test_an_incomplete_auth_secret_is_reported_never_regenerated_and_blocks_the_
     apply(control_plane, namespace, yaml.safe_dump(broken))
     eventually("children created once the Secret is complete", lambda: observed(dyn, namespace, name), timeout=30)
     assert get(dyn, "apps/v1", "StatefulSet", namespace, f"{name}-controller") is not None
+    # A Secret with every original key gets the broker token added (as one from an older operator would);
+    # the values it held are untouched.
+    completed = get(dyn, "v1", "Secret", namespace, f"{name}-controller-auth")
+    assert completed is not None
+    assert {k: completed["data"][k] for k in broken["data"]} == broken["data"]
+    assert len(base64.b64decode(completed["data"]["brokerToken"])) >= 32
 
 
 def test_a_pause_annotation_that_is_not_true_or_false_is_reported_and_does_not_pause(

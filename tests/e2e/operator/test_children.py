@@ -89,7 +89,7 @@ def test_minimal_example_creates_every_child_with_the_expected_spec(
     }
     secret = get(dyn, "v1", "Secret", namespace, f"{name}-controller-auth")
     assert secret is not None
-    for key in ("raftPassword", "adminToken"):
+    for key in ("raftPassword", "adminToken", "brokerToken"):
         assert len(base64.b64decode(secret["data"][key])) >= 32, key
     pdbs = {
         p["metadata"]["name"]
