@@ -1,0 +1,85 @@
+"""operator/follower.py: whether a set's master Service selects its elected master (`unserved_reason`), and
+the follower's wake-up racing the controller's long-poll (`first_of`)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from brokergroup.operator.follower import first_of, unserved_reason
+from brokergroup.operator.roles import Member, SetView
+
+STS = "bg-broker-0"
+
+
+def view(master: str | None = f"{STS}-0") -> SetView:
+    members = tuple(Member(f"{STS}-{i}", i + 1, True, True) for i in range(3))
+    return SetView(STS, master, 1 if master else None, 4, 5, members)
+
+
+def pod(name: str, *, ready: bool = True, deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": meta, "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+PODS = [pod(f"{STS}-{i}") for i in range(3)]
+
+
+def test_a_ready_labelled_master_is_served() -> None:
+    assert unserved_reason(STS, view(), PODS, failed=0) == []
+
+
+@pytest.mark.parametrize(
+    ("v", "pods", "failed", "reason"),
+    [
+        (None, PODS, 0, "NoMaster"),
+        (view(None), PODS, 0, "NoMaster"),
+        (view(), PODS, 1, "LabelsNotConverged"),
+        (view(), [pod(f"{STS}-0", ready=False), *PODS[1:]], 0, "MasterNotReady"),
+        (view(), [pod(f"{STS}-0", deleting=True), *PODS[1:]], 0, "MasterNotReady"),
+        (view(), PODS[1:], 0, "MasterNotReady"),
+    ],
+    ids=["unknown-set", "no-master", "patch-failed", "not-ready", "terminating", "no-pod"],
+)
+def test_why_a_master_service_selects_no_master(
+    v: SetView | None, pods: list[dict[str, Any]], failed: int, reason: str
+) -> None:
+    (why,) = unserved_reason(STS, v, pods, failed)
+    assert why.split(":", 1)[0] == reason
+    assert STS in why
+
+
+async def test_the_long_poll_answer_wins_when_nothing_wakes() -> None:
+    async def poll() -> dict[str, Any]:
+        return {"events": [], "lastIndex": 7}
+
+    assert await first_of(poll(), asyncio.Event()) == {"events": [], "lastIndex": 7}
+
+
+async def test_a_wake_up_cancels_the_long_poll() -> None:
+    cancelled = asyncio.Event()
+
+    async def poll() -> dict[str, Any]:
+        try:
+            await asyncio.Event().wait()  # a long-poll that would wait for the resync
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return {}
+
+    woken = asyncio.Event()
+    asyncio.get_running_loop().call_soon(woken.set)
+    assert await asyncio.wait_for(first_of(poll(), woken), 5) is None
+    assert cancelled.is_set()
+
+
+async def test_a_failed_long_poll_raises() -> None:
+    async def poll() -> dict[str, Any]:
+        raise OSError("controller down")
+
+    with pytest.raises(OSError, match="controller down"):
+        await first_of(poll(), asyncio.Event())
