@@ -146,7 +146,7 @@ def test_printer_columns(bg: BrokerGroups) -> None:
         ({"brokers": {"minInSyncReplicas": 0}}, ["spec.brokers.minInSyncReplicas"]),
         ({"brokers": {"replication": "Semi"}}, ["spec.brokers.replication", 'Unsupported value: "Semi"']),
         ({"controller": {"replicas": 9}}, ["spec.controller.replicas"]),
-        ({"controller": {"heartbeatTimeoutSeconds": 8}}, ["spec.controller.heartbeatTimeoutSeconds"]),
+        ({"controller": {"heartbeatTimeoutSeconds": 9}}, ["spec.controller.heartbeatTimeoutSeconds"]),
         ({"controller": {"electUncleanMaster": "yes"}}, ["spec.controller.electUncleanMaster"]),
         ({"imagePullPolicy": "Sometimes"}, ["spec.imagePullPolicy"]),
         ({"image": ""}, ["spec.image"]),
