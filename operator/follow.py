@@ -26,6 +26,8 @@ class PodMeta:
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
     terminating: bool = False
+    resource_version: str | None = None
+    """As read: the patch carries it, so a broker's own newer label patch in between wins (409, re-planned)."""
 
     @classmethod
     def of(cls, pod: Mapping[str, Any]) -> PodMeta:
@@ -35,6 +37,7 @@ class PodMeta:
             labels=dict(meta.get("labels") or {}),
             annotations=dict(meta.get("annotations") or {}),
             terminating=bool(meta.get("deletionTimestamp")),
+            resource_version=meta.get("resourceVersion"),
         )
 
     @property
@@ -51,9 +54,12 @@ class LabelStep:
     labels: dict[str, str | None] = field(default_factory=dict)
     annotations: dict[str, str | None] = field(default_factory=dict)
     why: str = ""
+    resource_version: str | None = None
 
     def patch(self) -> dict[str, Any]:
         meta: dict[str, Any] = {}
+        if self.resource_version:
+            meta["resourceVersion"] = self.resource_version
         if self.labels:
             meta["labels"] = dict(self.labels)
         if self.annotations:
@@ -101,12 +107,14 @@ def plan_set(view: SetView | None, pods: list[PodMeta]) -> list[LabelStep]:
             continue
         if have_role == MASTER and role != MASTER:
             why = f"demote {pod.name}: the controller's master is {view.master_pod or 'none'} (epoch {epoch})"
-            demotions.append(LabelStep(pod.name, label_changes, annotation_changes, why))
+            demotions.append(LabelStep(pod.name, label_changes, annotation_changes, why, pod.resource_version))
         elif role == MASTER and have_role != MASTER:
             why = f"promote {pod.name}: master of {view.name} at epoch {epoch}"
-            promotions.append(LabelStep(pod.name, label_changes, annotation_changes, why))
+            promotions.append(LabelStep(pod.name, label_changes, annotation_changes, why, pod.resource_version))
         else:
-            updates.append(LabelStep(pod.name, label_changes, annotation_changes, f"update {pod.name}"))
+            updates.append(
+                LabelStep(pod.name, label_changes, annotation_changes, f"update {pod.name}", pod.resource_version)
+            )
     return demotions + updates + promotions
 
 

@@ -83,3 +83,14 @@ async def test_a_failed_long_poll_raises() -> None:
 
     with pytest.raises(OSError, match="controller down"):
         await first_of(poll(), asyncio.Event())
+
+
+def test_a_label_patch_carries_the_resource_version_it_was_planned_from() -> None:
+    from brokergroup.operator import follow
+
+    meta = {"metadata": {"name": f"{STS}-1", "resourceVersion": "812", "labels": {"brokergroup.io/role": "master"}}}
+    (step,) = follow.plan_set(view(), [follow.PodMeta.of(meta)])
+    # A broker that relabelled itself in between changed the version: the API server refuses (409) and the
+    # follower plans again from what the pod now says, instead of overwriting a newer label with an older view.
+    assert step.patch()["metadata"]["resourceVersion"] == "812"
+    assert step.patch()["metadata"]["labels"]["brokergroup.io/role"] == "slave"
