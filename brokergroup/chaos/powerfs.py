@@ -13,6 +13,7 @@ request:
     {"op": "drop", "disks": ["n0", "bs0-1"]}   power loss of those disks (all when null)
     {"op": "status"}                            disks, unsynced inodes per disk, inode count
     {"op": "sync"}                              make everything durable (no loss)
+    {"op": "save"}                              that, and write the tree to --backing now
 
 Kill every process using a disk before dropping it: whatever it writes later goes nowhere (its
 handles fail with EIO). The kernel is told to cache nothing it would have to be told to forget:
@@ -51,6 +52,7 @@ logger = logging.getLogger(__name__)
 
 MOUNT_TIMEOUT_S = 15.0
 UNMOUNT_RETRY_S = 10.0
+EXIT_TIMEOUT_S = 15.0
 
 
 # ---- at rest --------------------------------------------------------------------------------------
@@ -241,9 +243,12 @@ def operations(fs: PowerFs, lock: threading.Lock) -> Any:
 
 
 # ---- the control socket ------------------------------------------------------------------------------
-def handle(fs: PowerFs, lock: threading.Lock, request: dict[str, Any]) -> dict[str, Any]:
+def handle(fs: PowerFs, lock: threading.Lock, request: dict[str, Any], backing: Path) -> dict[str, Any]:
     op = request.get("op")
     with lock:
+        if op == "save":
+            fs.sync_all()
+            return {"ok": True, "files": save_tree(fs, backing)}
         if op == "drop":
             disks = request.get("disks")
             report = fs.drop(None if disks is None else [str(d) for d in disks])
@@ -254,15 +259,15 @@ def handle(fs: PowerFs, lock: threading.Lock, request: dict[str, Any]) -> dict[s
             return {"ok": True}
         if op == "status":
             return {"ok": True, "disks": fs.disks(), "unsynced": fs.unsynced(), "inodes": len(fs.inodes)}
-    return {"ok": False, "error": f"unknown op {op!r}; use drop, sync or status"}
+    return {"ok": False, "error": f"unknown op {op!r}; use drop, sync, save or status"}
 
 
-def serve_control(fs: PowerFs, lock: threading.Lock, path: Path) -> socketserver.UnixStreamServer:
+def serve_control(fs: PowerFs, lock: threading.Lock, path: Path, backing: Path) -> socketserver.UnixStreamServer:
     class Handler(socketserver.StreamRequestHandler):
         def handle(self) -> None:
             for line in self.rfile:
                 try:
-                    answer = handle(fs, lock, json.loads(line))
+                    answer = handle(fs, lock, json.loads(line), backing)
                 except (ValueError, FsError) as exc:
                     answer = {"ok": False, "error": str(exc)}
                 self.wfile.write(json.dumps(answer).encode() + b"\n")
@@ -314,7 +319,7 @@ def serve(backing: Path, mount: Path, control: Path) -> int:
     except ValueError as exc:
         print(f"powerfs: {exc}", file=sys.stderr)
         return 2
-    server = serve_control(fs, lock, control)
+    server = serve_control(fs, lock, control, backing)
     logger.info("mounting %s (backing %s, %d files loaded), control %s", mount, backing, loaded, control)
     import mfusepy
 
@@ -407,9 +412,20 @@ class MountedPowerFs:
         raise PowerFsError(f"powerfs did not mount {self.mount} within {MOUNT_TIMEOUT_S:.0f} s: see {self.log}")
 
     def stop(self) -> None:
-        """Unmount (lazily if still busy) and wait until the tree is saved to the backing folder."""
+        """Save the tree to the backing folder (everything made durable), then unmount and wait.
+
+        Saved first, over the control socket: a process that entered a new mount namespace while
+        the file system was mounted (`ip netns exec`, also another harness's) keeps a copy of the
+        mount that no unmount here reaches, and the FUSE process serves it until that process
+        ends; it is then killed, its files already saved."""
         if self.proc is None:
             return
+        if self.proc.poll() is None:
+            try:
+                saved = self.client.request({"op": "save"})
+                logger.info("powerfs saved %d files to %s", saved["files"], self.backing)
+            except PowerFsError as exc:
+                logger.warning("powerfs could not save before unmounting: %s", exc)
         deadline = time.monotonic() + UNMOUNT_RETRY_S  # a process that is still exiting keeps it busy
         while os.path.ismount(self.mount):
             done = subprocess.run(["fusermount3", "-u", str(self.mount)], capture_output=True, check=False)
@@ -421,10 +437,10 @@ class MountedPowerFs:
                 break
             time.sleep(0.2)
         try:
-            self.proc.wait(timeout=60)
+            self.proc.wait(timeout=EXIT_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             holders = _holders(self.mount)
-            logger.warning("powerfs did not exit after unmounting %s: killed, its files were not saved; "
+            logger.warning("powerfs did not exit after unmounting %s (killed; its files were saved before): "
                            "mounted still in the mount namespaces of %s", self.mount, holders)  # fmt: skip
             self.proc.kill()
             self.proc.wait()
