@@ -498,7 +498,7 @@ class PowerFs:
         stack = list(reached)
         while stack:
             node = self.inodes[stack.pop()]
-            for ino in {**(node.entries or {}), **(node.durable_entries or {})}.values():
+            for ino in [*(node.entries or {}).values(), *(node.durable_entries or {}).values()]:
                 if ino not in reached:
                     reached.add(ino)
                     stack.append(ino)

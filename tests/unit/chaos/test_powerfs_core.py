@@ -94,6 +94,19 @@ def test_a_rename_made_durable_stays() -> None:
     assert report.inodes_freed == 1  # the replaced file
 
 
+def test_a_file_renamed_over_another_survives_a_power_loss_elsewhere() -> None:
+    fs = disk_with_dir()
+    fs.mkdir("/m2", 0o755)
+    fs.release(write_file(fs, "/m1/store/f", b"old", sync=True))
+    fs.fsync("/m1/store")
+    fs.release(write_file(fs, "/m1/store/f.tmp", b"new", sync=True))
+    fs.rename("/m1/store/f.tmp", "/m1/store/f")  # the name "f" is durable for the old inode only
+    fs.drop(["m2"])
+    fs.sync_all()
+    assert fs.read("/m1/store/f", 10, 0) == b"new"
+    assert fs.getattr("/m1/store/f").links == 1
+
+
 def test_an_unlink_not_made_durable_is_undone_and_a_mkdir_too() -> None:
     fs = disk_with_dir()
     write_file(fs, "/m1/store/seg", b"x" * 10, sync=True)
