@@ -115,7 +115,7 @@ def image_requirements() -> list[str]:
 def missing_requirements() -> list[str]:
     """What this machine lacks for a real node: root, binaries, tools (empty when it can run one)."""
     lacking = [] if os.geteuid() == 0 else ["root"]
-    lacking += NodeBinaries.discover().missing() + Binaries.discover().missing(helm=True)
+    lacking += NodeBinaries.discover().missing() + [str(path) for path in Binaries.discover().missing(helm=True)]
     if not (REALNODE_CACHE / "storage.conf").is_file():
         lacking.append(f"{REALNODE_CACHE}/storage.conf (scripts/realnode-images)")
     return [str(item) for item in lacking]
@@ -295,9 +295,14 @@ class RealNode:
             )
         )
         self._spawn("containerd", [self.binaries.tool("containerd"), "--config", str(toml)])
+
+        def answers() -> bool:
+            self._check_running("containerd")
+            return self._ctr("version", check=False, timeout=5) != ""
+
         eventually(
             "containerd answers",
-            lambda: self._check_running("containerd") or self._ctr("version", check=False, timeout=5) != "",
+            answers,
             timeout=timeout,
             interval=0.1,
         )
@@ -523,10 +528,9 @@ class RealNode:
         for leftover in (self.kubelet_dir, self.work_dir / "cni", self.work_dir / "volumes"):
             shutil.rmtree(leftover, ignore_errors=True)
         # What containerd 1.6 and libcni keep outside the configured folders.
-        for cache in Path("/var/lib/cni/results").glob(f"{config.CNI_NETWORK}-*"):
-            cache.unlink(missing_ok=True)
-        for cache in Path("/var/lib/cni/results").glob("cni-loopback-*"):
-            cache.unlink(missing_ok=True)
+        results = Path("/var/lib/cni/results")
+        for result in [*results.glob(f"{config.CNI_NETWORK}-*"), *results.glob("cni-loopback-*")]:
+            result.unlink(missing_ok=True)
         for folder in (
             "/var/lib/cni/results",
             "/var/lib/cni",

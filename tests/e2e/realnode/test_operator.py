@@ -1,0 +1,299 @@
+"""The operator as users run it, on the real node: `helm install` of the chart (the operator is a pod of the
+runtime image under the chart's ServiceAccount), `examples/minimal.yaml` in a namespace that enforces the
+`restricted` Pod Security Standard, then failover by SIGKILL of the master's container, a forced election,
+a master-last roll, scale, pause, delete and uninstall. The tests run in file order on one group.
+
+Timings are printed (`-s`); docs/benchmarks.md ("Operator on a real node") records them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes.dynamic import DynamicClient
+
+from tests.e2e.helmchart import CHART
+from tests.e2e.kubeenv import ControlPlane, eventually
+from tests.e2e.operator.helpers import brokergroup, get, patch_spec
+from tests.e2e.realnode.node import ROOT, RealNode
+
+RELEASE = "brokergroup"
+OPERATOR_NS = "brokergroup-system"
+NS = "demo"
+BG = "demo"
+SET = f"{BG}-broker-0"
+ROLE = "brokergroup.io/role"
+SET_LABEL = "brokergroup.io/broker-set"
+READY_TIMEOUT = 300
+
+
+def plane(node: RealNode) -> ControlPlane:
+    assert node.control_plane is not None
+    return node.control_plane
+
+
+def phase(dyn: DynamicClient) -> str | None:
+    bg = get(dyn, "brokergroup.io/v1alpha1", "BrokerGroup", NS, BG)
+    return ((bg or {}).get("status") or {}).get("phase")
+
+
+def pods(dyn: DynamicClient, selector: str, namespace: str = NS) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = (
+        dyn.resources.get(api_version="v1", kind="Pod").get(namespace=namespace, label_selector=selector).to_dict()
+    )["items"]
+    return found
+
+
+def ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return pod["metadata"].get("deletionTimestamp") is None and any(
+        c["type"] == "Ready" and c["status"] == "True" for c in conditions
+    )
+
+
+def master_pod(dyn: DynamicClient) -> dict[str, Any] | None:
+    masters = [p for p in pods(dyn, f"{SET_LABEL}={SET},{ROLE}=master") if ready(p)]
+    return masters[0] if len(masters) == 1 else None
+
+
+def master_service_ips(dyn: DynamicClient) -> set[str]:
+    """Ready endpoint addresses of the set's master Service."""
+    slices = (
+        dyn.resources.get(api_version="discovery.k8s.io/v1", kind="EndpointSlice")
+        .get(namespace=NS, label_selector=f"kubernetes.io/service-name={SET}-master")
+        .to_dict()["items"]
+    )
+    return {
+        address
+        for s in slices
+        for endpoint in s.get("endpoints") or []
+        if (endpoint.get("conditions") or {}).get("ready")
+        for address in endpoint["addresses"]
+    }
+
+
+def paused_reconciles(node: RealNode, dyn: DynamicClient) -> float:
+    """brokergroup_operator_reconciles_total{result="paused"} from the operator pod's /metrics, through the
+    apiserver's pod proxy."""
+    (operator,) = pods(dyn, "app.kubernetes.io/name=brokergroup", OPERATOR_NS)
+    text = (
+        plane(node)
+        .kubectl(
+            "get", "--raw", f"/api/v1/namespaces/{OPERATOR_NS}/pods/{operator['metadata']['name']}:8080/proxy/metrics"
+        )
+        .stdout
+    )
+    return sum(
+        float(line.rpartition(" ")[2])
+        for line in text.splitlines()
+        if line.startswith("brokergroup_operator_reconciles_total{") and 'result="paused"' in line
+    )
+
+
+def wait_ready(dyn: DynamicClient, replicas: int = 3) -> None:
+    def all_ready() -> bool:
+        return (
+            phase(dyn) == "Ready"
+            and len([p for p in pods(dyn, f"{SET_LABEL}={SET}") if ready(p)]) == replicas
+            and master_pod(dyn) is not None
+        )
+
+    eventually("BrokerGroup demo Ready with every broker Ready and one master", all_ready, timeout=READY_TIMEOUT)
+
+
+@pytest.fixture(scope="module")
+def release(real_node: RealNode) -> Iterator[float]:
+    """The chart installed and its operator pod Ready: the seconds `helm install --wait` took."""
+    cp = plane(real_node)
+    started = time.monotonic()
+    cp.helm(
+        "install",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        OPERATOR_NS,
+        "--create-namespace",
+        "--wait",
+        "--timeout",
+        "300s",
+        timeout=330,
+    )
+    yield time.monotonic() - started
+    cp.helm("uninstall", RELEASE, "--namespace", OPERATOR_NS, "--wait", check=False)
+
+
+@pytest.fixture(scope="module")
+def group(real_node: RealNode, release: float, node_dyn: DynamicClient) -> float:
+    """examples/minimal.yaml applied in namespace demo (restricted Pod Security enforced): seconds to Ready."""
+    cp = plane(real_node)
+    cp.kubectl("create", "namespace", NS)
+    cp.kubectl("label", "namespace", NS, "pod-security.kubernetes.io/enforce=restricted")
+    started = time.monotonic()
+    cp.kubectl("apply", "-n", NS, "-f", str(ROOT / "examples" / "minimal.yaml"))
+    wait_ready(node_dyn)
+    return time.monotonic() - started
+
+
+def test_the_chart_runs_the_operator_as_a_pod_of_the_runtime_image(
+    real_node: RealNode, release: float, node_dyn: DynamicClient
+) -> None:
+    print(f"\nnode start: {real_node.timings}\nhelm install --wait: {release:.1f} s")
+    (operator,) = pods(node_dyn, "app.kubernetes.io/name=brokergroup", OPERATOR_NS)
+    assert ready(operator)
+    assert operator["spec"]["serviceAccountName"] == RELEASE
+    container = operator["status"]["containerStatuses"][0]
+    assert container["image"] == "ghcr.io/brokergroup/brokergroup:0.1.0" and container["restartCount"] == 0
+    uid = plane(real_node).kubectl("exec", "-n", OPERATOR_NS, operator["metadata"]["name"], "--", "id", "-u").stdout
+    assert uid.strip() == "10001"
+
+
+def test_minimal_example_is_ready_under_restricted_pod_security(
+    real_node: RealNode, group: float, node_dyn: DynamicClient
+) -> None:
+    print(f"\nexamples/minimal.yaml applied -> phase Ready: {group:.1f} s")
+    cp = plane(real_node)
+    broker = master_pod(node_dyn)
+    assert broker is not None
+    name = broker["metadata"]["name"]
+    # What the runtime applied, seen from inside the container.
+    probe = "id -u; grep CapEff /proc/self/status; grep Seccomp: /proc/self/status; touch /x 2>&1 || true"
+    seen = cp.kubectl("exec", "-n", NS, name, "--", "sh", "-c", probe).stdout
+    assert seen.splitlines()[0] == "10001", seen
+    assert "CapEff:\t0000000000000000" in seen, seen
+    assert "Seccomp:\t2" in seen, seen  # RuntimeDefault: a filter is installed
+    assert "Read-only file system" in seen, seen
+    # The namespace enforces `restricted` for real: a root pod is refused at admission.
+    refused = cp.kubectl(
+        "run",
+        "-n",
+        NS,
+        "root",
+        "--image=localhost/brokergroup-base:bookworm",
+        "--image-pull-policy=Never",
+        "--restart=Never",
+        "--",
+        "sleep",
+        "60",
+        check=False,
+    )
+    assert refused.returncode != 0 and "violates PodSecurity" in refused.stderr, refused.stderr
+
+
+def test_kill_9_of_the_master_container_moves_the_master_service(
+    real_node: RealNode, group: float, node_dyn: DynamicClient
+) -> None:
+    old = master_pod(node_dyn)
+    assert old is not None
+    old_ip = old["status"]["podIP"]
+    eventually("the master Service selects the master", lambda: master_service_ips(node_dyn) == {old_ip}, timeout=60)
+    container = old["spec"]["containers"][0]["name"]
+    started = time.monotonic()
+    real_node.kill_container(NS, old["metadata"]["name"], container)
+
+    def elsewhere() -> set[str] | None:
+        ips = master_service_ips(node_dyn)
+        return ips if ips and old_ip not in ips else None
+
+    moved = eventually(
+        "the master Service selects another pod",
+        elsewhere,
+        timeout=120,
+        interval=0.05,
+    )
+    print(f"\nkill -9 of {old['metadata']['name']} -> master Service on {moved}: {time.monotonic() - started:.1f} s")
+    assert len(moved) == 1
+    wait_ready(node_dyn)  # the killed container restarts and rejoins as a slave
+
+
+def test_elect_master_annotation_elects_the_named_slave(
+    real_node: RealNode, group: float, node_dyn: DynamicClient
+) -> None:
+    wait_ready(node_dyn)
+
+    def in_sync_slave() -> str | None:
+        """A slave the controller may elect: alive and in the sync-state-set (the one killed just before may
+        still be catching up), as the operator's status reports it."""
+        entry = next(s for s in brokergroup(node_dyn, NS, BG)["status"]["brokerSets"] if s["name"] == SET)
+        names = [r["pod"] for r in entry.get("replicas") or [] if r["role"] == "slave" and r["inSync"] and r["alive"]]
+        return names[0] if names else None
+
+    slave = eventually("a slave in the sync-state-set", in_sync_slave, timeout=120)
+    started = time.monotonic()
+    plane(real_node).kubectl("annotate", "-n", NS, "bg", BG, f"brokergroup.io/elect-master={slave}")
+    eventually(
+        f"{slave} is the labelled master",
+        lambda: (m := master_pod(node_dyn)) is not None and m["metadata"]["name"] == slave,
+        timeout=120,
+    )
+    print(f"\nelect-master={slave} -> labelled master: {time.monotonic() - started:.1f} s")
+
+    def recorded() -> dict[str, Any] | None:
+        entry = next(s for s in brokergroup(node_dyn, NS, BG)["status"]["brokerSets"] if s["name"] == SET)
+        election: dict[str, Any] | None = entry.get("lastElection")
+        return election if election and election.get("target") == slave else None
+
+    election = eventually("status.brokerSets[0].lastElection names the target", recorded, timeout=60)
+    assert election["result"] == "Elected", election
+
+
+def test_a_resources_change_rolls_the_set_master_last(
+    real_node: RealNode, group: float, node_dyn: DynamicClient
+) -> None:
+    wait_ready(node_dyn)
+    master = master_pod(node_dyn)
+    assert master is not None
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods(node_dyn, f"{SET_LABEL}={SET}")}
+    replaced: list[str] = []
+
+    def rolled() -> bool:
+        for pod in pods(node_dyn, f"{SET_LABEL}={SET}"):
+            name = pod["metadata"]["name"]
+            if pod["metadata"]["uid"] != uids[name] and name not in replaced:
+                replaced.append(name)
+        return len(replaced) == len(uids)
+
+    started = time.monotonic()
+    patch_spec(node_dyn, NS, BG, {"brokers": {"resources": {"requests": {"cpu": "60m", "memory": "96Mi"}}}})
+    eventually("every broker pod re-created", rolled, timeout=READY_TIMEOUT, interval=0.2)
+    wait_ready(node_dyn)
+    print(f"\nmaster-last roll of 3 replicas: {time.monotonic() - started:.1f} s (order {replaced})")
+    assert replaced[-1] == master["metadata"]["name"], replaced
+
+
+def test_scale_up_and_pause(real_node: RealNode, group: float, node_dyn: DynamicClient) -> None:
+    cp = plane(real_node)
+    wait_ready(node_dyn)
+    patch_spec(node_dyn, NS, BG, {"brokers": {"replicas": 4}})
+    wait_ready(node_dyn, replicas=4)
+    cp.kubectl("annotate", "-n", NS, "bg", BG, "brokergroup.io/pause-reconciliation=true")
+    eventually("phase Paused", lambda: phase(node_dyn) == "Paused", timeout=60)
+    before = paused_reconciles(real_node, node_dyn)
+    patch_spec(node_dyn, NS, BG, {"brokers": {"replicas": 3}})
+    # The operator handles the change at once (a paused reconcile), and must leave the StatefulSet alone.
+    eventually("a paused reconcile of the change", lambda: paused_reconciles(real_node, node_dyn) > before, timeout=60)
+    sts = get(node_dyn, "apps/v1", "StatefulSet", NS, SET)
+    assert sts is not None and sts["spec"]["replicas"] == 4
+    cp.kubectl("annotate", "-n", NS, "bg", BG, "brokergroup.io/pause-reconciliation-")
+    wait_ready(node_dyn, replicas=3)
+
+
+def test_delete_removes_the_group_and_uninstall_the_operator(
+    real_node: RealNode, group: float, node_dyn: DynamicClient
+) -> None:
+    cp = plane(real_node)
+    cp.kubectl("delete", "-n", NS, "bg", BG, "--wait=true", "--timeout=120s", timeout=150)
+    eventually(
+        "every pod of the group gone", lambda: not pods(node_dyn, "app.kubernetes.io/instance=demo"), timeout=180
+    )
+    leftovers = yaml.safe_load(cp.kubectl("get", "-n", NS, "statefulsets,services,configmaps", "-o", "yaml").stdout)
+    assert [i["metadata"]["name"] for i in leftovers["items"] if i["kind"] != "ConfigMap"] == []
+    cp.helm("uninstall", RELEASE, "--namespace", OPERATOR_NS, "--wait", "--timeout", "120s", timeout=150)
+    eventually(
+        "the operator pod gone",
+        lambda: not pods(node_dyn, "app.kubernetes.io/name=brokergroup", OPERATOR_NS),
+        timeout=120,
+    )
