@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from brokergroup.chaos.powerfs_core import PAGE, FileData, FsError, PowerFs
@@ -220,3 +220,44 @@ def test_file_data_matches_a_byte_array_with_a_durable_copy(sequence: list[tuple
         assert data.size == len(current)
         assert data.read(0, len(current) + PAGE) == bytes(current)
     assert data.read(1, 5) == bytes(current[1:6])
+
+
+names = st.sampled_from(["a", "b", "c"])
+disks = st.sampled_from(["m1", "m2"])
+namespace_ops = st.lists(
+    st.tuples(st.sampled_from(["write", "rename", "unlink", "fsyncdir", "drop"]), disks, names, names, st.booleans()),
+    max_size=25,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(namespace_ops)
+@example([("write", "m1", "a", "a", True), ("fsyncdir", "m1", "a", "a", True), ("write", "m1", "b", "b", True),
+          ("rename", "m1", "b", "a", True), ("drop", "m2", "a", "a", True)])  # fmt: skip
+def test_no_sequence_of_namespace_changes_and_power_losses_leaves_a_dangling_entry(
+    sequence: list[tuple[str, str, str, str, bool]],
+) -> None:
+    fs = PowerFs()
+    for disk in ("m1", "m2"):
+        fs.mkdir(f"/{disk}", 0o755)
+    for op, disk, name, other, sync in sequence:
+        path = f"/{disk}/{name}"
+        try:
+            if op == "write":
+                fs.release(write_file(fs, path, name.encode(), sync=sync))
+            elif op == "rename":
+                fs.rename(path, f"/{disk}/{other}")
+            elif op == "unlink":
+                fs.unlink(path)
+            elif op == "fsyncdir":
+                fs.fsync(f"/{disk}")
+            else:
+                fs.drop([disk])
+        except FsError:
+            continue
+        for node in fs.inodes.values():
+            for ino in [*(node.entries or {}).values(), *(node.durable_entries or {}).values()]:
+                assert ino in fs.inodes, f"after {op} {path}: an entry names freed inode {ino}"
+        for d in ("m1", "m2"):
+            for n in fs.readdir(f"/{d}"):
+                assert fs.read(f"/{d}/{n}", 100, 0) in (b"", n.encode(), b"a", b"b", b"c")
