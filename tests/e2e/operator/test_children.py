@@ -224,6 +224,15 @@ def test_restart_with_nothing_changed_writes_nothing(
         timeout=30,
     )
 
+    # The follower (started from the BrokerGroup's first watch event) has found the controller unreachable,
+    # said so once (status, Event) and had the reconcile recompute Ready.
+    eventually(
+        "the follower reported the unreachable controller",
+        lambda: condition(dyn, namespace, name, "MasterServicesReady").get("reason") == "ControllerUnreachable"
+        and operator.metric("brokergroup_operator_reconciles_total", trigger="follower") >= 1,
+        timeout=30,
+    )
+
     # Settled: several resync periods (2 s) pass without a write.
     def quiet_since(mark: int) -> bool:
         return not control_plane.audit_writes(operator_login.user, after=mark)
