@@ -1,0 +1,166 @@
+"""`kubectl-brokergroup`: status, switchover, pause, resume and report for one BrokerGroup.
+
+Every refusal is one line on stderr and exit status 1 (2 for bad usage), with nothing changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from brokergroup.kubectl import render, snapshot, targets
+from brokergroup.kubectl.kube import Kube
+from brokergroup.kubectl.targets import PluginError
+from brokergroup.operator import labels, names
+
+PROG = "kubectl brokergroup"
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%H:%M:%S.%f")[:-3]
+
+
+def status(kube: Kube, args: argparse.Namespace) -> int:
+    bg = kube.group(args.namespace, args.brokergroup)
+    nodes = kube.controller_nodes(args.namespace, args.brokergroup)
+    snap = snapshot.group(bg, nodes)
+    if args.output == "json":
+        sys.stdout.write(render.as_json(snap))
+    else:
+        colour = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
+        sys.stdout.write(render.text(snap, colour=colour))
+    return 0
+
+
+def _wait(what: str, deadline: float, check: Callable[[], Any], last: Callable[[], str]) -> Any:
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise PluginError(f"timed out waiting until {what}; last seen: {last()}")
+        time.sleep(0.5)
+
+
+def switchover(kube: Kube, args: argparse.Namespace) -> int:
+    ns, name, pod = args.namespace, args.brokergroup, args.pod
+    bg = kube.group(ns, name)
+    set_name = targets.set_of_pod(bg, pod)
+    if kube.pod(ns, pod) is None:
+        raise PluginError(f"pod {pod} not found in namespace {ns}")
+    problem = targets.switchover_problem(bg, pod, set_name)
+    if problem:
+        raise PluginError(problem)
+
+    def last_election() -> dict[str, Any] | None:
+        group = kube.group(ns, name)
+        for entry in (group.get("status") or {}).get("brokerSets") or []:
+            if entry.get("name") == set_name and isinstance(entry.get("lastElection"), dict):
+                return dict(entry["lastElection"])
+        return None
+
+    before = last_election()
+
+    def answered(after: dict[str, Any] | None) -> dict[str, Any] | None:
+        return after if targets.election_answer(before, after, pod) else None
+
+    deadline = time.monotonic() + args.timeout
+    kube.annotate(ns, name, {labels.ELECT_MASTER_ANNOTATION: pod})
+    print(f"{_now()}  requested: {labels.ELECT_MASTER_ANNOTATION}={pod} on brokergroup {name}", flush=True)
+    answer = _wait(
+        f"the operator answers the election request for {pod}",
+        deadline,
+        lambda: answered(last_election()),
+        lambda: f"lastElection {last_election()}",
+    )
+    epoch = answer.get("masterEpoch")
+    reason = answer.get("reason") or ""
+    message = answer.get("message") or ""
+    print(f"{_now()}  operator answered: {answer.get('result')} epoch {epoch} {reason} {message}".rstrip(), flush=True)
+    if answer.get("result") != "Elected":
+        raise PluginError(f"the operator refused the switchover to {pod}: {reason}: {message}")
+    index = names.set_index(name, set_name)
+    service = names.broker_master_service(name, index if index is not None else 0)
+    selector = kube.master_service_selector(ns, service)
+
+    def selected() -> list[str]:
+        return sorted(p["metadata"]["name"] for p in kube.pods(ns, selector))
+
+    _wait(f"service {service} selects only {pod}", deadline, lambda: selected() == [pod], lambda: str(selected()))
+    print(f"{_now()}  service {service} selects {pod}: switchover done", flush=True)
+    return 0
+
+
+def pause(kube: Kube, args: argparse.Namespace) -> int:
+    kube.group(args.namespace, args.brokergroup)
+    kube.annotate(args.namespace, args.brokergroup, {labels.PAUSE_ANNOTATION: "true"})
+    print(f"brokergroup {args.brokergroup} paused: the operator stops touching its children")
+    return 0
+
+
+def resume(kube: Kube, args: argparse.Namespace) -> int:
+    kube.group(args.namespace, args.brokergroup)
+    kube.annotate(args.namespace, args.brokergroup, {labels.PAUSE_ANNOTATION: None})
+    print(f"brokergroup {args.brokergroup} resumed")
+    return 0
+
+
+def report(kube: Kube, args: argparse.Namespace) -> int:
+    from brokergroup.kubectl import report as bundle
+
+    kube.group(args.namespace, args.brokergroup)
+    out = Path(args.file or f"{args.brokergroup}-report-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.tar.gz")
+    problems = bundle.write(kube, args.namespace, args.brokergroup, args.operator_namespace, out)
+    print(f"wrote {out} ({len(problems)} parts could not be collected; see errors.txt in the bundle)")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog=PROG, description="Show and drive a BrokerGroup through the API server.")
+    top.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+    top.add_argument("--context", help="kubeconfig context (default: the current one)")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-n", "--namespace", help="namespace (default: the context's)")
+    common.add_argument("brokergroup", help="the BrokerGroup's name")
+    sub = top.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("status", parents=[common], help="masters, sync-state sets, elections, rolls, controllers")
+    p.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    p.add_argument("--color", choices=["auto", "always", "never"], default="auto")
+    p.set_defaults(run=status)
+    p = sub.add_parser("switchover", parents=[common], help="elect <pod> master and wait for its master Service")
+    p.add_argument("pod", help="a broker pod of the group, e.g. <bg>-broker-0-1")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the Service (default 120)")
+    p.set_defaults(run=switchover)
+    sub.add_parser("pause", parents=[common], help="stop reconciling the group").set_defaults(run=pause)
+    sub.add_parser("resume", parents=[common], help="reconcile the group again").set_defaults(run=resume)
+    p = sub.add_parser("report", parents=[common], help="write a support bundle (tar.gz)")
+    p.add_argument("-f", "--file", help="bundle path (default: <bg>-report-<time>.tar.gz)")
+    p.add_argument("--operator-namespace", default="brokergroup-system", help="where the operator runs")
+    p.set_defaults(run=report)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        kube = Kube(args.kubeconfig, args.context)
+        try:
+            args.namespace = args.namespace or kube.default_namespace
+            return int(args.run(kube, args))
+        finally:
+            kube.close()
+    except PluginError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,154 @@
+"""The plugin's I/O shell: the API server through the `kubernetes` client, and the controllers through the API
+server's pod and service proxies (`/api/v1/namespaces/<ns>/pods/<pod>:<port>/proxy/...`). Every API failure
+becomes a `PluginError` with one line naming what was refused."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import kubernetes
+import urllib3
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from brokergroup.kubectl.snapshot import ControllerNode, controller_node
+from brokergroup.kubectl.targets import PluginError
+from brokergroup.operator import labels, names
+
+PROXY_TIMEOUT = 5.0
+
+
+def api_message(exc: ApiException) -> str:
+    """The API server's own message (its Status object), else the HTTP reason."""
+    try:
+        body = json.loads(exc.body or "")
+    except (TypeError, ValueError):
+        body = None
+    if isinstance(body, dict) and body.get("message"):
+        return str(body["message"])
+    return f"{exc.status} {exc.reason}".strip()
+
+
+def refusal(what: str, exc: ApiException) -> PluginError:
+    prefix = "forbidden (RBAC): " if exc.status == 403 else ""
+    return PluginError(f"{what}: {prefix}{api_message(exc)}")
+
+
+@contextmanager
+def api_errors(what: str) -> Iterator[None]:
+    """Turn the client's exceptions into one line: `<what>: <the API server's message>`."""
+    try:
+        yield
+    except ApiException as exc:
+        raise refusal(what, exc) from None
+    except urllib3.exceptions.HTTPError as exc:
+        raise PluginError(f"{what}: cannot reach the API server: {exc}") from None
+
+
+class Kube:
+    def __init__(self, kubeconfig: str | None, context: str | None) -> None:
+        try:
+            kubernetes.config.load_kube_config(config_file=kubeconfig, context=context)  # type: ignore[no-untyped-call]
+            _, active = kubernetes.config.list_kube_config_contexts(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+            if context is not None:
+                contexts, _ = kubernetes.config.list_kube_config_contexts(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+                active = next((c for c in contexts if c.get("name") == context), active)
+        except (ConfigException, OSError) as exc:
+            raise PluginError(f"cannot load the kubeconfig: {exc}") from None
+        self.default_namespace = str((active or {}).get("context", {}).get("namespace") or "default")
+        # The client's generated classes are typed loosely; the shell keeps them as Any.
+        self.api: Any = kubernetes.client.ApiClient()
+        self.core: Any = kubernetes.client.CoreV1Api(self.api)
+        self.apps: Any = kubernetes.client.AppsV1Api(self.api)
+        self.custom: Any = kubernetes.client.CustomObjectsApi(self.api)
+
+    def close(self) -> None:
+        self.api.close()
+
+    # The BrokerGroup
+
+    def group(self, namespace: str, bg: str) -> dict[str, Any]:
+        try:
+            obj = self.custom.get_namespaced_custom_object(names.GROUP, names.VERSION, namespace, names.PLURAL, bg)
+        except ApiException as exc:
+            if exc.status == 404:
+                raise PluginError(f"brokergroup {bg} not found in namespace {namespace}") from None
+            raise refusal(f"cannot read brokergroup {namespace}/{bg}", exc) from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise PluginError(f"cannot reach the API server: {exc}") from None
+        return dict(obj)
+
+    def annotate(self, namespace: str, bg: str, annotations: dict[str, str | None]) -> None:
+        body = {"metadata": {"annotations": annotations}}
+        with api_errors(f"cannot annotate brokergroup {namespace}/{bg}"):
+            self.custom.patch_namespaced_custom_object(names.GROUP, names.VERSION, namespace, names.PLURAL, bg, body)
+
+    # Pods and children
+
+    def pod(self, namespace: str, pod: str) -> dict[str, Any] | None:
+        try:
+            return dict(self.api.sanitize_for_serialization(self.core.read_namespaced_pod(pod, namespace)))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise refusal(f"cannot read pod {namespace}/{pod}", exc) from None
+
+    def pods(self, namespace: str, selector: dict[str, str]) -> list[dict[str, Any]]:
+        text = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+        with api_errors(f"cannot list pods in {namespace}"):
+            listing = self.core.list_namespaced_pod(namespace, label_selector=text)
+        return [dict(self.api.sanitize_for_serialization(p)) for p in listing.items]
+
+    def master_service_selector(self, namespace: str, service: str) -> dict[str, str]:
+        with api_errors(f"cannot read service {namespace}/{service}"):
+            svc = self.core.read_namespaced_service(service, namespace)
+        return dict(svc.spec.selector or {})
+
+    def controller_replicas(self, namespace: str, bg: str) -> int:
+        try:
+            sts = self.apps.read_namespaced_stateful_set(names.controller(bg), namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return 0
+            raise refusal(f"cannot read statefulset {namespace}/{names.controller(bg)}", exc) from None
+        return int(sts.spec.replicas or 0)
+
+    # The controllers, through the API server's pod proxy
+
+    def pod_get(self, namespace: str, pod: str, port: int, path: str) -> bytes:
+        """GET `path` of `pod`:`port` through the API server's pod proxy."""
+        with api_errors(f"GET {path} of pod {pod}"):
+            response = self.core.connect_get_namespaced_pod_proxy_with_path(
+                f"{pod}:{port}", namespace, path.lstrip("/"), _preload_content=False, _request_timeout=PROXY_TIMEOUT
+            )
+            return bytes(response.data)
+
+    def service_get(self, namespace: str, service: str, port: int, path: str) -> bytes:
+        """GET `path` of `service`:`port` through the API server's service proxy."""
+        with api_errors(f"GET {path} of service {service}"):
+            response = self.core.connect_get_namespaced_service_proxy_with_path(
+                f"{service}:{port}", namespace, path.lstrip("/"), _preload_content=False, _request_timeout=PROXY_TIMEOUT
+            )
+            return bytes(response.data)
+
+    def controller_nodes(self, namespace: str, bg: str) -> list[ControllerNode]:
+        nodes = []
+        for ordinal in range(self.controller_replicas(namespace, bg)):
+            pod = names.controller_pod(bg, ordinal)
+            try:
+                reply = json.loads(self.pod_get(namespace, pod, names.CONTROLLER_API_PORT, "/v1/status"))
+            except PluginError as exc:
+                nodes.append(controller_node(pod, str(exc).split(": ", 1)[-1]))
+                continue
+            except ValueError:
+                nodes.append(controller_node(pod, "not JSON: the proxy did not reach the controller"))
+                continue
+            nodes.append(controller_node(pod, reply if isinstance(reply, dict) else "unexpected reply"))
+        return nodes
+
+
+def group_selector(bg: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": labels.APP, "app.kubernetes.io/instance": bg}

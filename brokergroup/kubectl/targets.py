@@ -1,0 +1,56 @@
+"""Which broker set a pod named on the command line belongs to, and why a switchover cannot start (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from brokergroup.operator import labels, names
+
+
+class PluginError(Exception):
+    """A refusal with one line for the user; nothing was changed."""
+
+
+def set_of_pod(bg: Mapping[str, Any], pod: str) -> str:
+    """The broker set (`<bg>-broker-<i>`) whose pod `pod` is, per the BrokerGroup's status."""
+    name = str((bg.get("metadata") or {}).get("name", ""))
+    namespace = str((bg.get("metadata") or {}).get("namespace", ""))
+    sets = [s for s in (bg.get("status") or {}).get("brokerSets") or [] if isinstance(s, Mapping)]
+    for entry in sets:
+        set_name = str(entry.get("name", ""))
+        ordinal = names.pod_ordinal(set_name, pod)
+        if ordinal is None:
+            continue
+        desired = entry.get("desiredReplicas")
+        if isinstance(desired, int) and ordinal >= desired:
+            raise PluginError(
+                f"pod {pod} is not in set {set_name}: it has {desired} replicas (ordinals 0-{desired - 1})"
+            )
+        return set_name
+    known = ", ".join(str(s.get("name")) for s in sets) or "none in status yet"
+    raise PluginError(
+        f"pod {pod} is not a broker pod of brokergroup {namespace}/{name} "
+        f"(its pods are named {names.broker_set(name, 0)}-<ordinal>, ...; sets: {known})"
+    )
+
+
+def switchover_problem(bg: Mapping[str, Any], pod: str, set_name: str) -> str | None:
+    """Why a forced election of `pod` must not be requested now, or None."""
+    meta = bg.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    pending = annotations.get(labels.ELECT_MASTER_ANNOTATION)
+    if pending:
+        return f"an election request for {pending} is still waiting for the operator; try again when it is answered"
+    conditions = (bg.get("status") or {}).get("conditions") or []
+    if any(c.get("type") == "ReconciliationPaused" and c.get("status") == "True" for c in conditions):
+        return f"brokergroup {meta.get('name')} is paused; run `kubectl brokergroup resume {meta.get('name')}` first"
+    for entry in (bg.get("status") or {}).get("brokerSets") or []:
+        if entry.get("name") == set_name and entry.get("masterPod") == pod:
+            return f"pod {pod} is already the master of {set_name} (epoch {entry.get('masterEpoch')}); nothing to do"
+    return None
+
+
+def election_answer(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None, pod: str) -> bool:
+    """Has the operator recorded an answer to our request for `pod` (a lastElection different from before)?"""
+    return after is not None and after.get("request") == pod and dict(after) != dict(before or {})

@@ -1,0 +1,71 @@
+"""Which set a pod named on the command line is in, and the refusals before any switchover request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from brokergroup.kubectl import targets
+from brokergroup.kubectl.targets import PluginError
+
+
+def bg(**overrides: Any) -> dict[str, Any]:
+    sets = [
+        {"name": "bg-broker-0", "desiredReplicas": 3, "masterPod": "bg-broker-0-0", "masterEpoch": 2},
+        {"name": "bg-broker-1", "desiredReplicas": 2, "masterPod": "bg-broker-1-1", "masterEpoch": 1},
+    ]
+    obj: dict[str, Any] = {
+        "metadata": {"name": "bg", "namespace": "mq", "annotations": {}},
+        "status": {"brokerSets": sets},
+    }
+    obj["metadata"]["annotations"].update(overrides.get("annotations", {}))
+    obj["status"]["conditions"] = overrides.get("conditions", [])
+    return obj
+
+
+@pytest.mark.parametrize(("pod", "set_name"), [("bg-broker-0-2", "bg-broker-0"), ("bg-broker-1-0", "bg-broker-1")])
+def test_a_pod_maps_to_its_set(pod: str, set_name: str) -> None:
+    assert targets.set_of_pod(bg(), pod) == set_name
+
+
+@pytest.mark.parametrize(
+    ("pod", "words"),
+    [
+        ("bg-broker-1-2", "has 2 replicas (ordinals 0-1)"),
+        ("bg-controller-0", "is not a broker pod of brokergroup mq/bg"),
+        ("other-broker-0-1", "is not a broker pod of brokergroup mq/bg"),
+        ("bg-broker-2-0", "sets: bg-broker-0, bg-broker-1"),
+        ("bg-broker-0-01", "is not a broker pod"),
+        ("", "is not a broker pod"),
+    ],
+)
+def test_pods_of_no_set_are_refused_with_a_line_naming_them(pod: str, words: str) -> None:
+    with pytest.raises(PluginError) as err:
+        targets.set_of_pod(bg(), pod)
+    assert words in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_switchover_refusals() -> None:
+    assert targets.switchover_problem(bg(), "bg-broker-0-1", "bg-broker-0") is None
+    assert "already the master of bg-broker-0 (epoch 2)" in str(
+        targets.switchover_problem(bg(), "bg-broker-0-0", "bg-broker-0")
+    )
+    paused = bg(conditions=[{"type": "ReconciliationPaused", "status": "True"}])
+    assert "is paused; run `kubectl brokergroup resume bg` first" in str(
+        targets.switchover_problem(paused, "bg-broker-0-1", "bg-broker-0")
+    )
+    pending = bg(annotations={"brokergroup.io/elect-master": "bg-broker-0-2"})
+    assert "request for bg-broker-0-2 is still waiting" in str(
+        targets.switchover_problem(pending, "bg-broker-0-1", "bg-broker-0")
+    )
+
+
+def test_only_a_new_record_for_our_pod_is_an_answer() -> None:
+    old = {"request": "bg-broker-0-1", "result": "Elected", "time": "t1", "masterEpoch": 2}
+    assert not targets.election_answer(old, old, "bg-broker-0-1")
+    assert not targets.election_answer(old, {**old, "request": "bg-broker-0-2", "time": "t2"}, "bg-broker-0-1")
+    assert targets.election_answer(old, {**old, "time": "t2", "masterEpoch": 3}, "bg-broker-0-1")
+    assert targets.election_answer(None, {"request": "bg-broker-0-1", "result": "Refused"}, "bg-broker-0-1")
+    assert not targets.election_answer(old, None, "bg-broker-0-1")
