@@ -77,6 +77,11 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="also clean living brokers (ignores -b: the whole set is removed)",
     )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="clean the ids even if that empties the sync-state-set while other replicas remain (refused without)",
+    )
     p = command("get-broker-epoch", "show each replica's epoch entries, asked from the brokers", get_broker_epoch)
     p.add_argument("-b", "--broker-name", dest="broker_name", help="broker set name(s), ','-separated")
     p.add_argument("-c", "--cluster-name", dest="cluster_name", help="every broker set of this cluster")
@@ -182,6 +187,7 @@ async def clean_metadata(args: argparse.Namespace, client: ControllerClient) -> 
         broker_name=args.broker_name,
         broker_controller_ids_to_clean=args.broker_ids,
         is_clean_living_broker=args.clean_living,
+        force=args.force,
     )
     await client.clean_broker_data(req)
     return {"result": f"clear broker {args.broker_name} metadata from controller success!"}

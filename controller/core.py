@@ -22,7 +22,10 @@ Invariants kept by apply (given committed events computed by this module):
 - `next_assign_broker_id` only grows.
 Some RocketMQ quirks are reproduced on purpose (see `clean_broker_data` and `_apply_clean`):
 cleaning the master's id leaves `master_broker_id` dangling, and cleaning ids until the
-sync-state-set is empty drops only the sync-state entry, so the set becomes "unknown".
+sync-state-set is empty drops only the sync-state entry, so the set becomes "unknown". Two
+brokergroup guards sit in front of that quirk: such a clean is refused unless forced, and the
+apply-id that recreates a half-removed set also commits a failed election, so the recreated set's
+first election is not a "first-time" one that any broker wins unchecked.
 """
 
 from __future__ import annotations
@@ -123,9 +126,26 @@ def apply_broker_id(state: ControllerState, req: ApplyIdRequest) -> Result:
         return Result(code=ResponseCode.CONTROLLER_BROKER_ID_INVALID, remark=remark)
     stored = replica.broker_id_info.get(broker_id)
     if stored is None or stored[1] == req.register_check_code:
+        if name not in state.sync_state_info:
+            return Result(response=response, events=(event, *_restart_half_removed(name)))
         return Result(response=response, events=(event,))
     remark = f"Fail to apply brokerId: {broker_id} in broker-set: {name}"
     return Result(code=ResponseCode.CONTROLLER_BROKER_ID_INVALID, remark=remark)
+
+
+def _restart_half_removed(name: str) -> tuple[Event, ...]:
+    """brokergroup: the events that follow the apply-id recreating a half-removed set.
+
+    A forced clean of a set's whole sync-state-set drops the sync-state entry while replica ids
+    remain (`_apply_clean`); the next apply-id then starts both maps afresh at masterEpoch 0, and in
+    RocketMQ the first broker to ask would win that "first-time" election with no liveness,
+    sync-state or offset check, a broker whose log may be far behind the lost in-sync master. A
+    failed election committed right after the recreation (masterEpoch 1, no master, empty
+    sync-state-set) sends the next election through the election policy, which with an empty
+    sync-state-set can only pick a replica when `enableElectUncleanMaster` is on: an unclean
+    election by this door needs the unclean flag, as by any other.
+    """
+    return (ElectMasterEvent(broker_name=name, new_master_elected=False),)
 
 
 def register_broker(state: ControllerState, req: RegisterRequest, live: LivenessView) -> Result:
@@ -401,6 +421,9 @@ def clean_broker_data(state: ControllerState, req: CleanBrokerDataRequest, live:
     Without `is_clean_living_broker`: no ids and a recorded master -> refused; ids that do not
     parse or that are alive -> refused. With it: no checks, and the id list is ignored, so the
     whole broker set is wiped (RocketMQ's behaviour, kept).
+
+    brokergroup: ids whose removal would leave other replicas of the set but nobody in its
+    sync-state-set are refused unless `force` (see `_strands_replicas`).
     """
     name = req.broker_name
     invalid = ResponseCode.CONTROLLER_INVALID_CLEAN_BROKER_METADATA
@@ -423,8 +446,39 @@ def clean_broker_data(state: ControllerState, req: CleanBrokerDataRequest, live:
                     )
     if not state.contains(name):
         return Result(code=invalid, remark=f"Broker {name} is not existed,clean broker data failure.")
+    if ids and not req.force:
+        stranded = _strands_replicas(state, name, ids, live)
+        if stranded is not None:
+            return Result(code=invalid, remark=stranded)
     event = CleanBrokerDataEvent(broker_name=name, broker_id_set_to_clean=None if ids is None else tuple(sorted(ids)))
     return Result(events=(event,))
+
+
+def _strands_replicas(state: ControllerState, name: str, ids: set[int], live: LivenessView) -> str | None:
+    """brokergroup: why cleaning `ids` would strand the set's other replicas, or None.
+
+    Cleaning every member of the sync-state-set (typically the dead master, its only member) while
+    other ids remain drops the set's sync-state entry: the set becomes unknown, its live replicas
+    get BROKER_NEED_TO_BE_REGISTERED on register and never elect, and the next apply-id recreates
+    the set without them. RocketMQ does this silently; we refuse unless forced.
+    """
+    replica, sync = state.replica_info[name], state.sync_state_info[name]
+    remaining = sorted(set(replica.broker_id_info) - ids)
+    if not remaining or sync.sync_state_set - ids:
+        return None
+    alive = [bid for bid in remaining if live.is_active(name, bid)]
+    dead = [bid for bid in remaining if bid not in alive]
+
+    def listed(bids: list[int]) -> str:
+        return ", ".join(f"{bid} ({replica.address_of(bid)})" for bid in bids) or "none"
+
+    return (
+        f"Broker {name}: cleaning {sorted(ids)} would empty the sync-state-set {sorted(sync.sync_state_set)} "
+        f"while other replicas remain (alive: {listed(alive)}; not alive: {listed(dead)}). The set would become "
+        "unknown to the controller: its replicas could not register or elect, and the next apply-id would "
+        "recreate it without them. Bring an in-sync replica back instead, or clean with force to do it anyway "
+        "(the recreated set then elects a master only with enableElectUncleanMaster)"
+    )
 
 
 # ---- apply --------------------------------------------------------------------------------------

@@ -334,7 +334,8 @@ OPERATIONS: tuple[Operation, ...] = (
         "POST",
         "/v1/clean-broker-data",
         "clean-broker-data",
-        "CLEAN_BROKER_DATA: forget brokers of a set (all of them, or the ids given).",
+        "CLEAN_BROKER_DATA: forget brokers of a set (all of them, or the ids given). brokergroup refuses ids "
+        "whose removal would empty the set's sync-state-set while other replicas remain, unless `force`.",
         response=protocol.EmptyResponse,
         request=protocol.CleanBrokerDataRequest,
         admin="always",

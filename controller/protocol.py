@@ -96,6 +96,9 @@ class CleanBrokerDataRequest(Message):
     broker_controller_ids_to_clean: Annotated[str, Field(max_length=4096)] | None = None
     """Broker ids separated by `;`, as mqadmin passes them: `"1;2;3"`."""
     is_clean_living_broker: bool = False
+    force: bool = False
+    """brokergroup: clean the ids even though that leaves replicas of the set outside any sync-state-set
+    (the set becomes unknown to the controller; see `core.clean_broker_data`)."""
 
 
 # ---- responses ------------------------------------------------------------------------------

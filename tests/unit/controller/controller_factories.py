@@ -214,11 +214,17 @@ def alter_req(
 
 
 def clean_req(
-    ids: str | None = None, *, name: str = SET_A, living: bool = False, cluster: str | None = CLUSTER
+    ids: str | None = None,
+    *,
+    name: str = SET_A,
+    living: bool = False,
+    cluster: str | None = CLUSTER,
+    force: bool = False,
 ) -> CleanBrokerDataRequest:
     return CleanBrokerDataRequest(
         cluster_name=cluster,
         broker_name=name,
         broker_controller_ids_to_clean=ids,
         is_clean_living_broker=living,
+        force=force,
     )
