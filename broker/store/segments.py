@@ -348,7 +348,7 @@ class CommitLog(SegmentedLog):
     ) -> None:
         super().__init__(segment_size=segment_size, max_body=max_body)
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        durable_mkdir(self.directory)
         self._marker = self.directory / MARKER_NAME
         self._step = step_hook or (lambda _step: None)
         self._fds: list[int] = []
@@ -525,13 +525,39 @@ class CommitLog(SegmentedLog):
         self._fsync_dir()
 
     def _fsync_dir(self) -> None:
-        fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(self.directory)
 
     def close(self) -> None:
         for fd in self._fds:
             os.close(fd)
         self._fds = []
+
+
+def fsync_dir(directory: Path) -> None:
+    """fsync a folder, so that the entries made or removed in it survive a power loss."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def durable_mkdir(directory: Path) -> None:
+    """mkdir -p whose new folders survive a power loss: each folder made is fsynced into its parent.
+
+    Without it a fresh store's commitlog/ (and the store folder itself) could vanish with a power
+    loss even after its records were fsynced: a file's fsync does not make its folder's entry durable.
+    """
+    missing: list[Path] = []
+    here = directory.absolute()
+    while not here.exists():
+        missing.append(here)
+        here = here.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        fsync_dir(folder.parent)
+    if not directory.is_dir():
+        raise NotADirectoryError(f"{directory} exists and is not a folder")
