@@ -228,8 +228,10 @@ def test_restart_with_nothing_changed_writes_nothing(
     # said so once (status, Event) and had the reconcile recompute Ready.
     eventually(
         "the follower reported the unreachable controller",
-        lambda: condition(dyn, namespace, name, "MasterServicesReady").get("reason") == "ControllerUnreachable"
-        and operator.metric("brokergroup_operator_reconciles_total", trigger="follower") >= 1,
+        lambda: (
+            condition(dyn, namespace, name, "MasterServicesReady").get("reason") == "ControllerUnreachable"
+            and operator.metric("brokergroup_operator_reconciles_total", trigger="follower") >= 1
+        ),
         timeout=30,
     )
 

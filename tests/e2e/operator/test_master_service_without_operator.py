@@ -134,9 +134,7 @@ def test_master_service_follows_failover_with_the_operator_running_paused_and_st
         kubelet.kill(master, signal.SIGKILL)
         eventually(
             f"{name}: a new master elected",
-            lambda: (
-                (h := elections([controller], STS, pod_of_dns_address)) and h[-1][0] > killed_at
-            ),
+            lambda: (h := elections([controller], STS, pod_of_dns_address)) and h[-1][0] > killed_at,
             timeout=60,
         )
         eventually(f"{name}: {master} restarted and Ready", lambda: came_back(record, master, killed_at), timeout=90)
