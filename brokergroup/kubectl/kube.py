@@ -1,5 +1,6 @@
-"""The plugin's I/O shell: the API server through the `kubernetes` client, and the controllers through the API
-server's pod and service proxies (`/api/v1/namespaces/<ns>/pods/<pod>:<port>/proxy/...`). Every API failure
+"""The plugin's I/O shell: the API server through the `kubernetes` client, and each controller node through the
+API server's pod proxy (`/api/v1/namespaces/<ns>/pods/<pod>:<port>/proxy/...`: the Service proxy would reach one
+node at random, and `status` shows every node). Every API failure
 becomes a `PluginError` with one line naming what was refused."""
 
 from __future__ import annotations
@@ -123,14 +124,6 @@ class Kube:
         with api_errors(f"GET {path} of pod {pod}"):
             response = self.core.connect_get_namespaced_pod_proxy_with_path(
                 f"{pod}:{port}", namespace, path.lstrip("/"), _preload_content=False, _request_timeout=PROXY_TIMEOUT
-            )
-            return bytes(response.data)
-
-    def service_get(self, namespace: str, service: str, port: int, path: str) -> bytes:
-        """GET `path` of `service`:`port` through the API server's service proxy."""
-        with api_errors(f"GET {path} of service {service}"):
-            response = self.core.connect_get_namespaced_service_proxy_with_path(
-                f"{service}:{port}", namespace, path.lstrip("/"), _preload_content=False, _request_timeout=PROXY_TIMEOUT
             )
             return bytes(response.data)
 
