@@ -44,7 +44,11 @@ async def run_node(settings: ControllerSettings, *, stop: asyncio.Event | None =
         bridge.call_soon(feed.publish, applied.index, records)
 
     machine = StateMachine(on_applied)
-    node = RaftNode(settings, machine, build_conf(settings, machine, on_state_changed=lambda _old, _new: None))
+    node = RaftNode(
+        settings,
+        machine,
+        build_conf(settings, machine, on_state_changed=lambda _old, _new: None, before_snapshot=event_log.sync),
+    )
     service = ControllerService(
         settings=settings, node=node, bridge=bridge, event_log=event_log, feed=feed, metrics=metrics
     )

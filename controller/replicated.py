@@ -193,11 +193,18 @@ class Snapshots:
     head of the log (`DurableJournal.deleteEntriesTo`). A snapshot received from the leader is
     synced with its directory before it is loaded (so before the log is cleared for it)."""
 
-    def __init__(self, machine: StateMachine, journal: DurableJournal) -> None:
+    def __init__(
+        self, machine: StateMachine, journal: DurableJournal, before: Callable[[], None] | None = None
+    ) -> None:
         self.machine = machine
         self.journal = journal
+        self.before = before
+        """Runs before a snapshot is written: the event log's sync (the journal forgets the entries
+        a snapshot covers, so their records could not be written again after a power loss)."""
 
     def serialize(self, path: str, data: tuple[Entry, Entry, Any]) -> None:
+        if self.before is not None:
+            self.before()
         last, prev, cluster = data
         body = {
             "format": SNAPSHOT_FORMAT,
@@ -262,10 +269,11 @@ def build_conf(
     *,
     on_state_changed: Callable[[int, int], None],
     journal: DurableJournal | None = None,
+    before_snapshot: Callable[[], None] | None = None,
 ) -> SyncObjConf:
     raft_dir = settings.data_dir / "raft"
     journal = journal or open_journal(raft_dir)
-    snapshots = Snapshots(machine, journal)
+    snapshots = Snapshots(machine, journal, before_snapshot)
     me = settings.me
     host = settings.raft.bind_host or me.raft.rsplit(":", 1)[0]
     return SyncObjConf(
