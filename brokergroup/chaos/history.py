@@ -37,7 +37,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import aiohttp
 
@@ -45,6 +45,12 @@ from brokergroup.broker.client import Consumer, ProduceError, Producer
 from brokergroup.common.jsonl import read_jsonl
 
 Op = dict[str, Any]
+
+
+class Recorder(Protocol):
+    """Where operations go: a `HistoryWriter`, or a history kept in memory (the demo's)."""
+
+    def record(self, process: str, type_: str, f: str, value: Any) -> object: ...
 
 
 def queue_name(broker_set: str, topic: str, queue_id: int) -> str:
@@ -215,7 +221,7 @@ async def read_replica(
 
 
 async def final_read(
-    history: HistoryWriter, session: aiohttp.ClientSession, replica: str, address: str, topic: str, queue: str
+    history: Recorder, session: aiohttp.ClientSession, replica: str, address: str, topic: str, queue: str
 ) -> int | None:
     """A full read of one replica's queue, recorded as one poll of the process `final:<replica>`:
     the number of messages, or None when the read failed (recorded as `fail`, which the checker
@@ -233,6 +239,6 @@ async def final_read(
     return len(messages)
 
 
-def record_topology(history: HistoryWriter, queues: dict[str, list[str]], controllers: list[str]) -> None:
+def record_topology(history: Recorder, queues: dict[str, list[str]], controllers: list[str]) -> None:
     """What a complete run must cover: the replicas of each queue and the controller nodes."""
     history.record("harness", "info", "topology", {"queues": queues, "controllers": controllers})

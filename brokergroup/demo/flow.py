@@ -1,5 +1,10 @@
 """The demo, step by step: up → traffic → kill the master → timeline → verify → audit → report.
 
+The history it checks is complete in the chaos checker's sense: a topology record (every queue's
+replicas, the controllers) before any client starts, body digests on every send and read, and,
+once the killed master is back as a slave and every replica holds the same log, a final read of
+every replica of every set.
+
 `run_demo` drives a `LocalCluster` held in this process and prints each step as it happens;
 what it measured comes back as a `DemoResult` for `report.write`.
 """
@@ -23,10 +28,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from brokergroup.broker.client import Consumer, MasterFinder, Producer
+from brokergroup.chaos.history import final_read, record_topology
 from brokergroup.common import extras
 from brokergroup.controller.client import ControllerClient
 from brokergroup.demo import audit, model, report, timeline, traffic, verify
-from brokergroup.local import attach, profiles
+from brokergroup.local import attach, profiles, snapshot
 from brokergroup.local.brokers import BrokerSet
 from brokergroup.local.cluster import ClusterSpec, LocalCluster, purge
 from brokergroup.local.cmd import wait_with_progress
@@ -117,6 +123,8 @@ async def run_demo(opts: DemoOptions, console: Console) -> report.DemoResult:
     verdict = verify.verdict(history.ops, timeline.read_events(opts.out / "event-logs"))
     style = "green" if verdict["valid"] else "bold red"
     clock.say(f"[{style}]{verify.headline(verdict)}[/]")
+    for why in verdict.get("incomplete", []):
+        clock.say(f"[bold red]incomplete: {escape(why)}[/]")
     write_history(opts.out / "history.jsonl", history)
     with clock.phase("audit"):
         if opts.run_audit:
@@ -165,6 +173,8 @@ async def on_the_cluster(
         await wait_with_progress(cluster, clock.console, timeout=240, indent="      ")
     masters = [f"{s.broker_name} master {await master_name(s)}" for s in cluster.sets]
     clock.say("cluster up: " + ", ".join(masters))
+    queues = {model.queue_name(s.broker_name): [n.name for n in s.nodes] for s in cluster.sets}
+    record_topology(history, queues, [n.name for n in cluster.controllers.nodes])
     with clock.phase("traffic and failover"):
         producers, fault = await traffic_and_kill(cluster, opts, history, clock)
     names = {n.api: n.name for s in cluster.sets for n in s.nodes}
@@ -172,9 +182,11 @@ async def on_the_cluster(
     line = timeline.build(fault, timeline.read_events(cluster.event_log_dir), acks, names)
     clock.say(f"failover timeline of {fault.broker_set}, from the controllers' event log and the client", step=4)
     clock.console.print(timeline_table(line))
+    with clock.phase("rejoin"):
+        await rejoin(cluster, fault, clock)
     with clock.phase("read back"):
-        clock.say("consuming every set from offset 0 and checking the history", step=5)
-        await read_back(cluster, history)
+        clock.say("consuming every set from offset 0, reading every replica in full, checking the history", step=5)
+        await read_back(cluster, history, clock)
     copy_event_logs(cluster, opts.out / "event-logs")
     return producers, line
 
@@ -245,11 +257,63 @@ async def traffic_and_kill(
     return producers, fault
 
 
-async def read_back(cluster: LocalCluster, history: model.History) -> None:
+async def rejoin(cluster: LocalCluster, fault: timeline.Fault, clock: Clock, *, timeout: float = 120.0) -> None:
+    """Restart the killed master and wait until it is back as a slave and every replica of every set
+    holds the same log: the final reads must cover every replica."""
+    brokers = next(s for s in cluster.sets if s.broker_name == fault.broker_set)
+    index = next(i for i, n in enumerate(brokers.nodes) if n.name == fault.replica)
+    brokers.start(index)
+    cluster.save()  # its new pid, for `brokergroup local down`
+    took = await until_in_sync(cluster, timeout=timeout)
+    async with aiohttp.ClientSession(timeout=snapshot.STATUS_TIMEOUT) as session:
+        status = await brokers.status(index, session) or {}
+    clock.say(
+        f"restarted {fault.replica}: back as {status.get('role', '?')} (masterEpoch {status.get('masterEpoch', '?')}), "
+        f"every replica in sync after {took:.1f} s"
+    )
+
+
+async def until_in_sync(cluster: LocalCluster, *, timeout: float) -> float:
+    """Seconds until every set has a master, every replica in its sync-state-set, and the same max and
+    confirm offsets on every replica (writes have stopped). Raises DemoError naming what lagged."""
+    started = time.monotonic()
+    try:
+        await cluster.wait_ready(timeout=timeout)
+    except (TimeoutError, RuntimeError) as exc:
+        raise DemoError(f"the cluster did not recover after the restart: {exc}") from exc
+    async with aiohttp.ClientSession(timeout=snapshot.STATUS_TIMEOUT) as session:
+        while True:
+            lagging = out_of_sync(await snapshot.take(cluster.state(), session=session))
+            if not lagging:
+                return time.monotonic() - started
+            if time.monotonic() - started > timeout:
+                raise DemoError(f"replicas not in sync within {timeout:.0f} s: {'; '.join(lagging)}")
+            await asyncio.sleep(0.1)
+
+
+def out_of_sync(snap: snapshot.ClusterSnapshot) -> list[str]:
+    """The sets whose replicas do not all report the same (maxOffset, confirmOffset), with what they report."""
+    lagging = []
+    for s in snap.sets:
+        ends = {r.name: (r.store("maxOffset"), r.store("confirmOffset")) for r in s.replicas}
+        if len(set(ends.values())) != 1 or any(None in end for end in ends.values()):
+            lagging.append(f"{s.name} {ends}")
+    return lagging
+
+
+async def read_back(cluster: LocalCluster, history: model.History, clock: Clock) -> None:
+    """Consume every set through its master, then read every replica of every set in full (`final:<replica>`)."""
     async with aiohttp.ClientSession() as session, ControllerClient(cluster.controllers.api_addresses) as controller:
         for s in cluster.sets:
             finder = MasterFinder(broker_name=s.broker_name, controller=controller)
             await traffic.consume_all(s.broker_name, Consumer(finder, group="demo-verify", session=session), history)
+        for s in cluster.sets:
+            counts = [
+                await final_read(history, session, n.name, n.api, model.TOPIC, model.queue_name(s.broker_name))
+                for n in s.nodes
+            ]
+            shown = ", ".join(f"{n.name} {'FAILED' if c is None else c}" for n, c in zip(s.nodes, counts, strict=True))
+            clock.say(f"final reads of {s.broker_name}: {shown}")
 
 
 def copy_event_logs(cluster: LocalCluster, target: Path) -> None:

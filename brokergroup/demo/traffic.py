@@ -4,6 +4,8 @@ Both record what they did twice over: as plain rows with wall-clock times (for t
 and the charts; the controllers' event log uses the same clock) and as a Jepsen-style history
 in the format of `brokergroup.chaos.history` (for the checker): `invoke`, then `ok` or `info`
 (indeterminate: not acknowledged within the deadline, but an attempt may have been stored).
+Sends carry the `body_digest` of the bytes sent, reads the digest of each body read, so the
+checker compares bodies too.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import time
 
 from brokergroup.broker.client import Consumer, ProduceError, Producer
+from brokergroup.chaos.history import body_digest
 from brokergroup.demo.model import QUEUE_ID, TOPIC, Ack, History, queue_name, wall_ms
 
 
@@ -45,12 +48,17 @@ class SetProducer:
 
     async def send_one(self) -> None:
         seq = self.producer.next_seq
-        payload = f"{self.broker_set}-{seq}"
-        value = {"queue": queue_name(self.broker_set), "producerId": self.producer.producer_id, "seq": seq}
+        body = f"{self.broker_set}-{seq}".encode()
+        value = {
+            "queue": queue_name(self.broker_set),
+            "producerId": self.producer.producer_id,
+            "seq": seq,
+            "digest": body_digest(body),
+        }
         self.history.record(self.process, "invoke", "send", value)
         invoked = wall_ms()
         try:
-            sent = await self.producer.send(TOPIC, [payload.encode()], queue_id=QUEUE_ID)
+            sent = await self.producer.send(TOPIC, [body], queue_id=QUEUE_ID)
         except ProduceError as exc:
             self.history.record(self.process, "info", "send", {**value, "error": str(exc)})
             self.indeterminate += 1
@@ -86,7 +94,7 @@ async def consume_all(broker_set: str, consumer: Consumer, history: History, *, 
             history.record(process, "fail", "poll", {"queue": queue, "error": str(exc)})
             await asyncio.sleep(0.2)
             continue
-        messages = [[m.queue_offset, m.producer_id, m.seq] for m in batch]
+        messages = [[m.queue_offset, m.producer_id, m.seq, body_digest(m.body)] for m in batch]
         history.record(process, "ok", "poll", {"queue": queue, "messages": messages})
         if not batch:
             return read
