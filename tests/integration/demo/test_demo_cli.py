@@ -31,6 +31,24 @@ def test_demo_kills_a_master_and_loses_and_duplicates_nothing(tmp_path: Path) ->
 
     summary = json.loads((out / "summary.json").read_text())
     assert summary["lost"] == 0 and summary["duplicated"] == 0 and summary["acknowledged"] == 400
+    verification = summary["verification"]
+    assert verification["status"] == "VALID" and verification["incomplete"] == [], verification["incomplete"]
+    assert verification["stats"]["eventLogNodes"] == ["n0", "n1", "n2"]
+
+    killed = re.search(r"SIGKILL (demo-broker-0-\d)", done.stdout)
+    assert killed and f"restarted {killed[1]}: back as slave" in done.stdout, done.stdout[-3000:]
+    ops = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
+    assert ops[0]["process"] == "harness" and ops[0]["f"] == "topology", ops[0]
+    replicas = {f"demo-broker-{s}-{r}" for s in range(2) for r in range(3)}
+    assert sorted(ops[0]["value"]["queues"]) == ["demo-broker-0/demo/0", "demo-broker-1/demo/0"]
+    assert {r for rs in ops[0]["value"]["queues"].values() for r in rs} == replicas
+    finals = {
+        o["process"]: o["value"]["messages"] for o in ops if o["process"].startswith("final:") and o["type"] == "ok"
+    }
+    assert set(finals) == {f"final:{r}" for r in replicas}
+    assert {len(m) for m in finals.values()} == {200}, {p: len(m) for p, m in finals.items()}
+    sends = [op["value"] for op in ops if op["f"] == "send"]
+    assert sends and all(len(v["digest"]) == 16 for v in sends)
     line = summary["timeline"]
     keys = [s["key"] for s in line["steps"]]
     assert [k for k in keys if k in REQUIRED] == REQUIRED, keys
