@@ -241,7 +241,7 @@ class RealNode:
                 folder.mkdir(parents=True, exist_ok=True)
             self._start_network()
             self._start_containerd(timeout)
-            self._import_images()
+            self.import_images(self.images)
             self._start_control_plane(timeout)
             self._start_node(timeout)
             self._start_addons(timeout)
@@ -335,7 +335,7 @@ class RealNode:
             timeout=timeout,
         )
 
-    def _import_images(self) -> None:
+    def import_images(self, images: Iterable[str]) -> None:
         """Each image from buildah's storage into containerd's k8s.io namespace, unless the same image ID was
         imported before (containerd's root is cached; the stamp files beside it record what it holds)."""
         buildah = self.binaries.tool("buildah")
@@ -343,7 +343,7 @@ class RealNode:
         stamps = REALNODE_CACHE / "imported"
         stamps.mkdir(parents=True, exist_ok=True)
         present = set(self._ctr("images", "list", "--quiet").split())
-        for image in self.images:
+        for image in images:
             image_id = run(
                 [buildah, "inspect", "--type", "image", "--format", "{{.FromImageID}}", image], check=False, env=env
             ).strip()
