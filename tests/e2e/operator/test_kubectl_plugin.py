@@ -15,6 +15,7 @@ import subprocess
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -22,8 +23,9 @@ from kubernetes.dynamic import DynamicClient
 
 from brokergroup.local.controllers import ControllerGroup
 from tests.e2e.kubeenv import ControlPlane, eventually
-from tests.e2e.operator.conftest import ADMIN_TOKEN, ControlledGroup
-from tests.e2e.operator.helpers import apply, brokergroup, condition, master_id, roles
+from tests.e2e.kubelet import Kubelet
+from tests.e2e.operator.conftest import ADMIN_TOKEN, ControlledGroup, StartOperator
+from tests.e2e.operator.helpers import apply, brokergroup, condition, manifest, master_id, roles
 from tests.needs import missing
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -231,3 +233,45 @@ def test_documented_commands_bad_input_and_rbac(
     assert events["items"], "no Events in the bundle"
     assert b"bg-controller-0" in files["errors.txt"]  # the controllers' pods do not run here: said, not hidden
     assert not any(ADMIN_TOKEN.encode() in data for data in files.values())
+
+
+def test_status_and_report_reach_running_controllers_through_the_pod_proxy(
+    control_plane: ControlPlane,
+    namespace: str,
+    kubelet: Kubelet,
+    start_operator: StartOperator,
+    dyn: DynamicClient,
+    tmp_path: Path,
+    plugin_on_path: None,
+) -> None:
+    """The test kubelet runs the controller and broker pods: `status` asks each controller node through the API
+    server's pod proxy (no pod network from here, no token) and names the one Raft leader; `report` carries
+    each node's status, metrics and event-log files."""
+    start_operator("http://{cluster_ip}:9878")
+    apply(control_plane, namespace, manifest(BG, {"brokers": {"replicas": 2}}))
+    eventually("every pod Ready", lambda: condition(dyn, namespace, BG, "Ready").get("status") == "True", timeout=240)
+    admin = Plugin(control_plane, control_plane.admin_kubeconfig, namespace, tmp_path)
+
+    def one_leader() -> dict[str, Any] | None:
+        data = json.loads(admin.ok("kubectl brokergroup status bg -o json"))
+        nodes = data["controllers"]
+        leaders = [n for n in nodes if n["raft_leader"]]
+        fine = len(nodes) == 3 and all(n["error"] is None for n in nodes) and len(leaders) == 1
+        return data if fine and {n["leader_id"] for n in nodes} == {leaders[0]["node_id"]} else None
+
+    data = eventually("three controller nodes, one Raft leader", one_leader, timeout=60, interval=1)
+    assert data["sets"][0]["master"] in {f"{SET}-0", f"{SET}-1"}
+    text = admin.ok("kubectl brokergroup status bg")
+    assert len(re.findall(r"bg-controller-\d\s+\S+\s+leader\s", text)) == 1, text
+    assert "unreachable" not in text, text
+
+    admin.ok("kubectl brokergroup report bg -f bg-report.tar.gz")
+    with tarfile.open(tmp_path / "bg-report.tar.gz") as tar:
+        names = {m.name.split("/", 1)[1] for m in tar.getmembers() if m.isfile()}
+        status = json.loads(tar.extractfile("bg-report/controllers/bg-controller-0/status.json").read())  # type: ignore[union-attr]
+        metrics = tar.extractfile("bg-report/controllers/bg-controller-0/metrics.txt").read()  # type: ignore[union-attr]
+    assert status["nodeId"] and "raftLeader" in status
+    assert b"# TYPE" in metrics
+    for ordinal in range(3):
+        assert f"controllers/bg-controller-{ordinal}/eventlog.json" in names, sorted(names)
+    assert any(n.startswith("controllers/bg-controller-0/eventlog/") for n in names), sorted(names)
