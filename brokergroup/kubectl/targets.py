@@ -43,7 +43,8 @@ def switchover_problem(bg: Mapping[str, Any], pod: str, set_name: str) -> str | 
     if pending:
         return f"an election request for {pending} is still waiting for the operator; try again when it is answered"
     conditions = (bg.get("status") or {}).get("conditions") or []
-    if any(c.get("type") == "ReconciliationPaused" and c.get("status") == "True" for c in conditions):
+    paused = annotations.get(labels.PAUSE_ANNOTATION) == "true"  # asked for, though maybe not seen yet
+    if paused or any(c.get("type") == "ReconciliationPaused" and c.get("status") == "True" for c in conditions):
         return f"brokergroup {meta.get('name')} is paused; run `kubectl brokergroup resume {meta.get('name')}` first"
     for entry in (bg.get("status") or {}).get("brokerSets") or []:
         if entry.get("name") == set_name and entry.get("masterPod") == pod:

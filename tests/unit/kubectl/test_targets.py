@@ -56,6 +56,8 @@ def test_switchover_refusals() -> None:
     assert "is paused; run `kubectl brokergroup resume bg` first" in str(
         targets.switchover_problem(paused, "bg-broker-0-1", "bg-broker-0")
     )
+    asked = bg(annotations={"brokergroup.io/pause-reconciliation": "true"})
+    assert "is paused" in str(targets.switchover_problem(asked, "bg-broker-0-1", "bg-broker-0"))
     pending = bg(annotations={"brokergroup.io/elect-master": "bg-broker-0-2"})
     assert "request for bg-broker-0-2 is still waiting" in str(
         targets.switchover_problem(pending, "bg-broker-0-1", "bg-broker-0")
