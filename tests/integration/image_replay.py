@@ -177,10 +177,8 @@ def base_python(root: Path) -> Path:
     if not (base / "bin" / "python3").exists():
         subprocess.run([sys.executable, "-m", "venv", str(base)], cwd="/", check=True, capture_output=True)
     # What hid the bug: `operator` already imported when sys.path[0] starts to matter.
-    early = subprocess.run(
-        [str(base / "bin" / "python3"), "-c", "import sys; print(sorted({'operator', 'collections'} & set(sys.modules)))"],
-        capture_output=True, text=True, check=True,
-    )
+    probe = "import sys; print(sorted({'operator', 'collections'} & set(sys.modules)))"
+    early = subprocess.run([str(base / "bin" / "python3"), "-c", probe], capture_output=True, text=True, check=True)
     assert early.stdout.strip() == "[]", f"the bare interpreter imports at startup: {early.stdout}"
     return base / "bin"
 

@@ -86,7 +86,8 @@ def test_async_mode_acknowledges_on_the_master_alone() -> None:
 
 def test_a_lease_too_long_for_the_heartbeat_timeout_is_refused_with_the_reason() -> None:
     bad = dataclasses.replace(profiles.FAST, name="bad", write_lease_ms=2500)
-    with pytest.raises(profiles.ProfileError, match=r"heartbeat_timeout_ms \(5000\) must be at least write_lease_ms \(2500\) \+ leader_fallback_ms \(3000"):
+    expected = r"heartbeat_timeout_ms \(5000\) must be at least write_lease_ms \(2500\) \+ leader_fallback_ms \(3000"
+    with pytest.raises(profiles.ProfileError, match=expected):
         bad.validate()
 
 
