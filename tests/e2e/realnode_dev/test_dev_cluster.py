@@ -11,7 +11,7 @@ import pytest
 
 from tests.e2e.kubeenv import Binaries, eventually
 from tests.e2e.realnode import config
-from tests.e2e.realnode.node import missing_requirements
+from tests.e2e.realnode.node import missing_requirements, read_sysctls
 from tests.needs import missing
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -27,6 +27,9 @@ def test_dev_cluster_up_prints_a_kubeconfig_with_a_brokergroup_and_down_cleans_u
     lacking = missing_requirements()
     if lacking:
         missing("scripts/dev-cluster needs " + ", ".join(lacking))
+    # ip_forward is left out: a test kubelet of another session may take the host as soon as the node is down.
+    tunables = [name for name in config.KUBELET_SYSCTLS if name != "net.ipv4.ip_forward"]
+    before = read_sysctls(tunables)
     up = dev_cluster("up")
     try:
         assert up.returncode == 0, up.stderr[-4000:]
@@ -48,3 +51,4 @@ def test_dev_cluster_up_prints_a_kubeconfig_with_a_brokergroup_and_down_cleans_u
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
     assert f" {config.BRIDGE}:" not in links
     assert not Path("/run/brokergroup-realnode").exists()
+    assert read_sysctls(tunables) == before  # the kubelet changed them (kernel.panic=10, ...): put back
