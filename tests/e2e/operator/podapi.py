@@ -39,6 +39,9 @@ class Relay:
         self.server = socket.create_server(listen)
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._serve, name="pod-api-relay", daemon=True)
+        self.lock = threading.Lock()
+        self.open: dict[tuple[socket.socket, socket.socket], int] = {}
+        """Each relayed connection (client, upstream) and how many of its two pipes still run."""
 
     def start(self) -> None:
         self.thread.start()
@@ -49,6 +52,11 @@ class Relay:
             self.server.shutdown(socket.SHUT_RDWR)
         self.server.close()
         self.thread.join(timeout=5)
+        with self.lock:
+            pairs, self.open = list(self.open), {}
+        for pair in pairs:
+            for sock in pair:
+                sock.close()
 
     def _serve(self) -> None:
         while not self.stopped.is_set():
@@ -62,11 +70,13 @@ class Relay:
                 client.close()
                 continue
             upstream.settimeout(None)
+            pair = (client, upstream)
+            with self.lock:
+                self.open[pair] = 2
             for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
+                threading.Thread(target=self._pipe, args=(pair, src, dst), daemon=True).start()
 
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    def _pipe(self, pair: tuple[socket.socket, socket.socket], src: socket.socket, dst: socket.socket) -> None:
         try:
             while data := src.recv(65536):
                 dst.sendall(data)
@@ -75,6 +85,15 @@ class Relay:
         finally:
             with contextlib.suppress(OSError):
                 dst.shutdown(socket.SHUT_WR)
+            with self.lock:  # the second pipe to end closes both sockets
+                left = self.open.get(pair, 0) - 1
+                if left > 0:
+                    self.open[pair] = left
+                else:
+                    self.open.pop(pair, None)
+            if left <= 0:
+                for sock in pair:
+                    sock.close()
 
 
 @pytest.fixture
