@@ -313,8 +313,17 @@ class HAService:
             store.set_confirm_offset(confirm)
             self._server.wake_all()  # caught-up slaves get the new confirm offset now
 
-    def _on_append(self, max_offset: int) -> None:
+    def _on_append(self, _max_offset: int) -> None:
         """Store append listener: may run on any thread, must not raise."""
+        self._on_loop(self._appended)
+
+    def _on_flushed(self, _flushed_offset: int) -> None:
+        """Store flush listener, must not raise: the confirm offset may rise (`_update_confirm`
+        wakes the senders when it does)."""
+        self._on_loop(self._flushed)
+
+    def _on_loop(self, callback: Callable[[], None]) -> None:
+        """Run `callback` on this service's loop: now when called there, else handed over to it."""
         loop = self._loop
         if loop is None or loop.is_closed():
             return
@@ -323,9 +332,9 @@ class HAService:
         except RuntimeError:
             running = None
         if running is loop:
-            self._appended()
+            callback()
         else:
-            loop.call_soon_threadsafe(self._appended)
+            loop.call_soon_threadsafe(callback)
 
     def _appended(self) -> None:
         if self._role != "master":
@@ -336,23 +345,13 @@ class HAService:
             logger.exception("updating the confirm offset after an append failed")
         self._server.wake_all()
 
-    def _on_flushed(self, _flushed_offset: int) -> None:
-        """Store flush listener, must not raise: the confirm offset may rise (`_update_confirm`
-        wakes the senders when it does)."""
-        loop = self._loop
-        if loop is None or loop.is_closed():
+    def _flushed(self) -> None:
+        if self._role != "master":
             return
         try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is not loop:
-            loop.call_soon_threadsafe(self._on_flushed, _flushed_offset)
-        elif self._role == "master":
-            try:
-                self._update_confirm()
-            except Exception:
-                logger.exception("updating the confirm offset after a flush failed")
+            self._update_confirm()
+        except Exception:
+            logger.exception("updating the confirm offset after a flush failed")
 
     # ---- status -------------------------------------------------------------------------------------------
     def runtime_info(self) -> dict[str, Any]:
