@@ -10,6 +10,7 @@ flusher and runs the flush listeners.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Callable, Iterable
 
@@ -201,3 +202,13 @@ class Pipe:
     def _send(self, acks: list[SlaveTransferAck]) -> None:
         self.acks += acks
         self._to_master += b"".join(encode(a) for a in acks)
+
+
+async def until(predicate: Callable[[], bool], what: str, timeout_s: float = 5.0) -> None:
+    """Poll `predicate` on the running loop until it holds; fail naming `what` after `timeout_s`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.005)

@@ -4,11 +4,11 @@ every wait polls a predicate with a deadline)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import pytest
-from ha_fakes import FakeLog
+from ha_fakes import FakeLog, until
 
 from brokergroup.broker.ha.service import HAService
 from brokergroup.broker.ha.slave import split_address
@@ -26,15 +26,6 @@ SETTINGS = HASettings(
     slave_timeout_ms=800,
     all_ack_in_sync_state_set=True,
 )
-
-
-async def until(predicate: Callable[[], bool], what: str, timeout_s: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.005)
 
 
 @dataclass

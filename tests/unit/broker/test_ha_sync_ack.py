@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 from ha_fakes import FakeLog, Pipe
+from ha_fakes import until as poll
 
 from brokergroup.broker.ha.service import HAService
 from brokergroup.broker.protocol.ha import HAState, SlaveTransferAck, encode
@@ -106,13 +107,8 @@ SETTINGS = HASettings(
 )
 
 
-async def until(predicate: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.005)
+async def until(predicate: Callable[[], bool], what: str) -> None:
+    await poll(predicate, what, timeout_s=10.0)  # three processes' worth of work on one loop
 
 
 @pytest.fixture
