@@ -29,6 +29,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from brokergroup.common.durable import durable_mkdir, fsync_path
+
 logger = logging.getLogger(__name__)
 
 SAFE_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}")
@@ -77,13 +79,7 @@ class EventLogWriter:
         self._unsynced: set[Path] = set()
         self._dir_dirty = False
         """A file was created since the last `sync`: the folder's entries need an fsync too."""
-        if not self._dir.is_dir():
-            self._dir.mkdir(parents=True)
-            fd = os.open(self._dir.parent, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        durable_mkdir(self._dir)
         files = self.files()
         if files:
             self._drop_torn_tail(files[-1])
@@ -194,18 +190,10 @@ class EventLogWriter:
         """fsync what was appended since the last call, and the folder if a file was created."""
         with self._lock:
             for path in sorted(self._unsynced):
-                fd = os.open(path, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                fsync_path(path)
             self._unsynced.clear()
             if self._dir_dirty:
-                fd = os.open(self._dir, os.O_RDONLY | os.O_DIRECTORY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                fsync_path(self._dir, directory=True)
                 self._dir_dirty = False
 
 

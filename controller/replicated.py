@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import pysyncobj.pickle
 from pysyncobj import SyncObjConf, SyncObjConsumer, replicated
 
+from brokergroup.common.durable import durable_mkdir, fsync_path
 from brokergroup.controller import core, model, records
 from brokergroup.controller.journal import DurableJournal, Entry, OsDisk
 from brokergroup.controller.raft_fixes import FixedSyncObj
@@ -176,14 +177,6 @@ def _entry_from_json(value: list[Any]) -> Entry:
     return base64.b64decode(value[0]), int(value[1]), int(value[2])
 
 
-def _fsync_path(path: Path, *, directory: bool = False) -> None:
-    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class Snapshots:
     """pysyncobj's custom snapshot (`fullDumpFile`) serializer: JSON, synced before pysyncobj renames it.
 
@@ -219,8 +212,8 @@ class Snapshots:
             os.fsync(f.fileno())
 
     def deserialize(self, path: str) -> tuple[Entry, Entry, list[str]]:
-        _fsync_path(Path(path))
-        _fsync_path(Path(path).parent, directory=True)
+        fsync_path(Path(path))
+        fsync_path(Path(path).parent, directory=True)
         raw = Path(path).read_bytes()
         if raw[:2] == GZIP_MAGIC:  # pysyncobj's own format, written by this node before the durable journal
             legacy = pysyncobj.pickle.loads(gzip.decompress(raw))
@@ -256,10 +249,7 @@ def legacy_journal(raft_dir: Path) -> Callable[[], tuple[bytes | None, dict[str,
 
 
 def open_journal(raft_dir: Path) -> DurableJournal:
-    new_dir = not raft_dir.exists()
-    raft_dir.mkdir(parents=True, exist_ok=True)
-    if new_dir:
-        _fsync_path(raft_dir.parent, directory=True)
+    durable_mkdir(raft_dir)
     return DurableJournal(OsDisk(raft_dir), legacy=legacy_journal(raft_dir))
 
 

@@ -57,6 +57,7 @@ from brokergroup.broker.store.record import (
     peek_length,
     scan_record,
 )
+from brokergroup.common.durable import durable_mkdir, fsync_path
 
 logger = logging.getLogger(__name__)
 
@@ -525,39 +526,9 @@ class CommitLog(SegmentedLog):
         self._fsync_dir()
 
     def _fsync_dir(self) -> None:
-        fsync_dir(self.directory)
+        fsync_path(self.directory, directory=True)
 
     def close(self) -> None:
         for fd in self._fds:
             os.close(fd)
         self._fds = []
-
-
-def fsync_dir(directory: Path) -> None:
-    """fsync a folder, so that the entries made or removed in it survive a power loss."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def durable_mkdir(directory: Path) -> None:
-    """mkdir -p whose new folders survive a power loss: each folder made is fsynced into its parent.
-
-    Without it a fresh store's commitlog/ (and the store folder itself) could vanish with a power
-    loss even after its records were fsynced: a file's fsync does not make its folder's entry durable.
-    """
-    missing: list[Path] = []
-    here = directory.absolute()
-    while not here.exists():
-        missing.append(here)
-        here = here.parent
-    for folder in reversed(missing):
-        try:
-            folder.mkdir()
-        except FileExistsError:
-            continue
-        fsync_dir(folder.parent)
-    if not directory.is_dir():
-        raise NotADirectoryError(f"{directory} exists and is not a folder")

@@ -176,7 +176,7 @@ def check_after_power_loss(root: Path, claims: Claims, where: str) -> None:
     [
         pytest.param(True, id="data-dir-fsynced-after-open"),
         # The store alone: its own folders are fsynced into their parents when it makes them
-        # (segments.durable_mkdir); before that a power loss took a fresh store whole.
+        # (common.durable.durable_mkdir); before that a power loss took a fresh store whole.
         pytest.param(False, id="store-alone"),
     ],
 )
