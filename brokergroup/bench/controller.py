@@ -151,32 +151,6 @@ async def timed(ops: int, concurrency: int, op: Callable[[int], Awaitable[None]]
     return summarize(latencies, time.perf_counter() - begin)
 
 
-async def prepare_set(client: ControllerClient, name: str) -> None:
-    for broker_id in (1, 2, 3):
-        addr = f"127.0.0.1:{20000 + broker_id}"
-        await client.apply_id(
-            protocol.ApplyIdRequest(
-                cluster_name=CLUSTER,
-                broker_name=name,
-                applied_broker_id=broker_id,
-                register_check_code=f"{addr};0",
-            )
-        )
-        await client.register(
-            protocol.RegisterRequest(cluster_name=CLUSTER, broker_name=name, broker_id=broker_id, broker_address=addr)
-        )
-        await client.heartbeat(
-            protocol.HeartbeatRequest(
-                cluster_name=CLUSTER,
-                broker_name=name,
-                broker_addr=addr,
-                broker_id=broker_id,
-                heartbeat_timeout_mills=LONG_TIMEOUT_MS,
-            )
-        )
-    await client.elect_master(protocol.ElectMasterRequest(cluster_name=CLUSTER, broker_name=name, broker_id=1))
-
-
 async def per_set(sets: int, ops: int, body: Callable[[str, int], Awaitable[float | None]]) -> dict[str, Any]:
     latencies: list[float] = []
 
@@ -279,7 +253,9 @@ async def post(client: ControllerClient, path: str, req: protocol.Message) -> di
     return result
 
 
-async def prepare_set_compat(client: ControllerClient, name: str) -> None:
+async def prepare_set(client: ControllerClient, name: str) -> None:
+    """Three registered brokers and a master for `name`, in requests an older controller also takes
+    (the A/B baseline tree), so both sides of a comparison are set up the same way."""
     for broker_id in (1, 2, 3):
         addr = f"127.0.0.1:{20000 + broker_id}"
         check = f"{addr};0"
@@ -322,7 +298,7 @@ async def alter_round(*, tree: Path | None, ops: int, sets: int) -> dict[str, An
             leader = group.nodes[await group.leader()].api
             async with ControllerClient([leader], token=token) as client:
                 for s in range(sets):
-                    await prepare_set_compat(client, f"set-{s}")
+                    await prepare_set(client, f"set-{s}")
 
                 async def alter(name: str, i: int) -> float:
                     info = await client.call("GET", "/v1/replica-info", params={"brokerName": name})
