@@ -6,9 +6,7 @@ driver and two executors of the spark image, and the chart's audit CronJob runs 
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,8 +21,13 @@ from tests.e2e.kubeenv import ControlPlane, eventually
 from tests.e2e.realnode import config
 from tests.e2e.realnode.conftest import build_images
 from tests.e2e.realnode.node import ROOT, RealNode
-from tests.e2e.test_spark_submit import DOCS, K8S, run_submit, submit_argv
-from tests.needs import missing
+from tests.e2e.test_spark_submit import (
+    DOCS,
+    K8S,
+    run_submit,
+    spark_home,  # noqa: F401 (a fixture, the same as the control-plane test's)
+    submit_argv,
+)
 
 NS = "audit"
 BG = "demo"
@@ -36,17 +39,6 @@ SPARK_TIMEOUT = 1200
 def plane(node: RealNode) -> ControlPlane:
     assert node.control_plane is not None
     return node.control_plane
-
-
-@pytest.fixture(scope="module")
-def spark_home() -> Path:
-    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
-        missing("spark-submit needs Java 17 or 21 (java on PATH or JAVA_HOME)")
-    try:
-        import pyspark
-    except ImportError:
-        missing("pyspark is not installed (pip install -e '.[audit]')")
-    return Path(pyspark.__file__).parent
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +97,11 @@ def claim_folder(real_node: RealNode, claim: str) -> Path:
 
 
 def test_docs_spark_submit_runs_the_audit_with_a_driver_and_two_executors(
-    real_node: RealNode, audited_group: None, spark_image: float, spark_home: Path, tmp_path: Path
+    real_node: RealNode,
+    audited_group: None,
+    spark_image: float,
+    spark_home: Path,  # noqa: F811 (the fixture imported above)
+    tmp_path: Path,
 ) -> None:
     print(f"\nspark image built and imported: {spark_image:.1f} s")
     cp = plane(real_node)
