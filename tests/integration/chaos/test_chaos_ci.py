@@ -15,8 +15,6 @@ partitions.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -25,9 +23,10 @@ from typing import Any
 import pytest
 
 from brokergroup.chaos import netns, outage
-from brokergroup.chaos.runner import ChaosRun, RunOptions
+from brokergroup.chaos.runner import RunOptions
 from brokergroup.chaos.topology import ClusterSpec
 from brokergroup.local import profiles
+from tests.integration.chaos.runs import run_chaos
 from tests.needs import under_ci
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
@@ -59,11 +58,7 @@ def test_ten_faults_in_sync_mode_lose_duplicate_and_split_nothing(tmp_path: Path
         producers_per_set=2,
         rate=20.0,
     )
-    lines: list[str] = []
-    result = asyncio.run(ChaosRun(options, lines.append).run())
-    print("\n".join(lines))
-    verdict = result["verdict"]
-    shown = json.dumps({k: verdict[k] for k in ("anomalies", "examples", "failing")}, indent=1)
+    result, verdict, shown = run_chaos(options)
 
     assert result["liveness"] == [], result["liveness"]
     for anomaly in SAFE:
@@ -119,11 +114,7 @@ def test_controller_follower_faults_and_racing_catch_up_lose_nothing(tmp_path: P
         producers_per_set=2,
         rate=20.0,
     )
-    lines: list[str] = []
-    result = asyncio.run(ChaosRun(options, lines.append).run())
-    print("\n".join(lines))
-    verdict = result["verdict"]
-    shown = json.dumps({k: verdict[k] for k in ("anomalies", "examples", "failing", "incomplete")}, indent=1)
+    result, verdict, shown = run_chaos(options)
 
     assert result["liveness"] == [], result["liveness"]
     assert result["safety"] == [], result["safety"]

@@ -7,8 +7,6 @@ fails this test instead of skipping it.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 from pathlib import Path
 
@@ -16,9 +14,10 @@ import pytest
 
 from brokergroup.chaos import netns, powerfs
 from brokergroup.chaos.nemesis import POWER_LOSS
-from brokergroup.chaos.runner import ChaosRun, RunOptions
+from brokergroup.chaos.runner import RunOptions
 from brokergroup.chaos.topology import ClusterSpec
 from brokergroup.local import profiles
+from tests.integration.chaos.runs import run_chaos
 from tests.needs import missing
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -37,11 +36,7 @@ def test_three_power_losses_in_sync_mode_lose_nothing_acknowledged(tmp_path: Pat
                          power_fs=True),
         rate=20.0,
     )  # fmt: skip
-    lines: list[str] = []
-    result = asyncio.run(ChaosRun(options, lines.append).run())
-    print("\n".join(lines))
-    verdict = result["verdict"]
-    shown = json.dumps({k: verdict[k] for k in ("anomalies", "examples", "failing")}, indent=1)
+    result, verdict, shown = run_chaos(options)
 
     assert result["liveness"] == [], result["liveness"]
     assert verdict["anomalies"]["lost"] == 0, shown
