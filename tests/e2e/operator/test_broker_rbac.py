@@ -65,8 +65,12 @@ def test_the_broker_identity_may_patch_its_groups_broker_pods_and_nothing_else(
     )
     account = get(dyn, "v1", "ServiceAccount", namespace, f"{BG}-broker")
     assert account is not None
-    sts = get(dyn, "apps/v1", "StatefulSet", namespace, f"{BG}-broker-1")
-    assert sts is not None
+    # The operator creates the RoleBinding before the second set's StatefulSet.
+    sts = eventually(
+        "the second set's StatefulSet exists",
+        lambda: get(dyn, "apps/v1", "StatefulSet", namespace, f"{BG}-broker-1"),
+        timeout=60,
+    )
     assert sts["spec"]["template"]["spec"]["serviceAccountName"] == f"{BG}-broker"
 
     for pod in (f"{BG}-broker-0-0", f"{BG}-broker-0-1", f"{BG}-broker-1-0", f"{BG}-broker-1-1"):
