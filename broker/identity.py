@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 
 from brokergroup.broker.errors import BrokerError
+from brokergroup.common.durable import durable_mkdir, fsync_path
 
 
 class IdentityError(BrokerError):
@@ -43,11 +44,7 @@ def _write(path: Path, text: str) -> None:
     if path.exists():
         path.replace(path.with_name(path.name + ".bak"))
     tmp.replace(path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_path(path.parent, directory=True)
 
 
 def _parse(text: str, *, temp: bool, path: Path) -> Identity:
@@ -73,7 +70,7 @@ def _read(path: Path, *, temp: bool) -> Identity | None:
 
 class IdentityFiles:
     def __init__(self, data_dir: Path) -> None:
-        data_dir.mkdir(parents=True, exist_ok=True)
+        durable_mkdir(data_dir)
         self.final = data_dir / "brokerIdentity"
         self.temp = data_dir / "brokerIdentity-temp"
 
@@ -94,7 +91,10 @@ class IdentityFiles:
         self.drop_temp()
 
     def drop_temp(self) -> None:
-        self.temp.unlink(missing_ok=True)
+        """Remove the temp file durably: the folder is fsynced so that it cannot come back after a power loss."""
+        if self.temp.exists():
+            self.temp.unlink(missing_ok=True)
+            fsync_path(self.temp.parent, directory=True)
 
 
 def check_matches(identity: Identity, *, cluster_name: str, broker_name: str, path: Path) -> None:

@@ -154,3 +154,22 @@ def test_check_matches_refuses_another_sets_temp_file(tmp_path: Path) -> None:
     assert loaded is not None
     with pytest.raises(IdentityError, match="belongs to cluster-a/broker-a"):
         check_matches(loaded, cluster_name="cluster-a", broker_name="broker-z", path=files.temp)
+
+
+def test_dropping_the_temp_file_fsyncs_its_folder_after_the_unlink(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the folder's fsync the removed temp file can come back after a power loss."""
+    import brokergroup.broker.identity as identity
+
+    files = IdentityFiles(tmp_path)
+    files.save_temp(TEMP)
+    synced: list[tuple[Path, bool]] = []
+
+    def record(path: Path, *, directory: bool = False) -> None:
+        synced.append((path, files.temp.exists()))
+
+    monkeypatch.setattr(identity, "fsync_path", record)
+    files.save_final(FINAL)
+    # the rename of the final file, then the unlink of the temp file: each followed by the folder's fsync
+    assert synced == [(tmp_path, True), (tmp_path, False)]
