@@ -436,7 +436,7 @@ async def status(request: web.Request) -> web.Response:
             "lastApplied": node.last_applied(),
             "hasQuorum": node.has_quorum(),
             "stateVersion": version,
-            "activeBrokers": len(service.liveness().brokers),
+            "activeBrokers": service.heartbeats.active_count(monotonic_ms()),
         }
     )
 

@@ -22,6 +22,8 @@ One entry per (broker name, broker id). Rules:
 from __future__ import annotations
 
 import dataclasses
+import heapq
+import types
 from collections.abc import Hashable, Iterable, Mapping
 
 from brokergroup.controller.codes import ControllerError, ResponseCode
@@ -43,12 +45,6 @@ def validate_heartbeat(req: HeartbeatRequest) -> None:
         raise ControllerError(ResponseCode.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
 
 
-@dataclasses.dataclass
-class _Entry:
-    info: BrokerLiveInfo
-    channel: Hashable | None
-
-
 class HeartbeatTable:
     """Broker liveness as seen by this controller node.
 
@@ -58,10 +54,24 @@ class HeartbeatTable:
     before its old connection is noticed as closed thus keeps its entry when the old stream's
     close arrives late: `on_channel_close` removes only entries whose *current* channel closed.
     A heartbeat without a channel changes neither the channel nor the address.
+
+    Cost, with n entries: a heartbeat, `view`, `get`, `is_active` and `active_count` are O(1)
+    amortized (a new entry O(log n)); `scan_expired` is O(log n) per entry whose deadline passed;
+    `on_channel_close` and `remove` touch only the entries of that channel or set. Deadlines
+    (`last_update_ms + heartbeat_timeout_ms`) sit in a heap, one item per entry, pushed again
+    only when a popped deadline turns out to have been refreshed by later heartbeats.
     """
 
     def __init__(self) -> None:
-        self._entries: dict[Key, _Entry] = {}
+        self._infos: dict[Key, BrokerLiveInfo] = {}
+        self._channels: dict[Key, Hashable] = {}
+        self._by_channel: dict[Hashable, set[Key]] = {}
+        self._ids_by_name: dict[str, set[int]] = {}
+        self._deadlines: list[tuple[int, Key]] = []
+        """Heap of (deadline, key); an item is current while it equals `_scheduled[key]`."""
+        self._scheduled: dict[Key, int] = {}
+        self._expired: set[Key] = set()
+        """Entries whose deadline passed (seen by `_settle`), not yet dropped by `scan_expired`."""
 
     def on_heartbeat(self, req: HeartbeatRequest, now_ms: int, channel: Hashable | None = None) -> bool:
         """Record a heartbeat; True if the entry is new ("broker became active")."""
@@ -72,8 +82,8 @@ class HeartbeatTable:
         if timeout is None:
             timeout = DEFAULT_BROKER_CHANNEL_EXPIRED_TIME_MS
         priority = DEFAULT_ELECTION_PRIORITY if req.election_priority is None else req.election_priority
-        entry = self._entries.get(key)
-        if entry is None:
+        prev = self._infos.get(key)
+        if prev is None:
             info = BrokerLiveInfo(
                 cluster_name=req.cluster_name,
                 broker_name=req.broker_name,
@@ -86,61 +96,118 @@ class HeartbeatTable:
                 confirm_offset=req.confirm_offset,
                 election_priority=priority,
             )
-            self._entries[key] = _Entry(info, channel)
-            return True
-        prev = entry.info
-        advances = req.epoch > prev.epoch or (req.epoch == prev.epoch and req.max_offset > prev.max_offset)
+            self._ids_by_name.setdefault(req.broker_name, set()).add(req.broker_id)
+        else:
+            advances = req.epoch > prev.epoch or (req.epoch == prev.epoch and req.max_offset > prev.max_offset)
+            info = dataclasses.replace(
+                prev,
+                broker_addr=prev.broker_addr if channel is None else req.broker_addr,
+                last_update_ms=now_ms,
+                heartbeat_timeout_ms=timeout,
+                election_priority=priority,
+                epoch=req.epoch if advances else prev.epoch,
+                max_offset=req.max_offset if advances else prev.max_offset,
+                confirm_offset=req.confirm_offset if advances else prev.confirm_offset,
+            )
+        self._infos[key] = info
         if channel is not None:
-            entry.channel = channel
-        entry.info = dataclasses.replace(
-            prev,
-            broker_addr=prev.broker_addr if channel is None else req.broker_addr,
-            last_update_ms=now_ms,
-            heartbeat_timeout_ms=timeout,
-            election_priority=priority,
-            epoch=req.epoch if advances else prev.epoch,
-            max_offset=req.max_offset if advances else prev.max_offset,
-            confirm_offset=req.confirm_offset if advances else prev.confirm_offset,
-        )
-        return False
+            self._set_channel(key, channel)
+        self._expired.discard(key)
+        deadline = now_ms + timeout
+        scheduled = self._scheduled.get(key)
+        if scheduled is None or deadline < scheduled:  # new, expired, or its timeout shrank
+            self._scheduled[key] = deadline
+            heapq.heappush(self._deadlines, (deadline, key))
+        return prev is None
 
     def on_channel_close(self, channel: Hashable) -> list[BrokerLiveInfo]:
         """Drop the entries whose current channel is `channel`; return them (sorted by key)."""
-        return self._drop(key for key, entry in self._entries.items() if entry.channel == channel)
+        return self._drop(self._by_channel.get(channel, ()))
 
     def scan_expired(self, now_ms: int) -> list[BrokerLiveInfo]:
         """Drop the entries not heard from within their timeout; return them (sorted by key)."""
-        return self._drop(key for key, entry in self._entries.items() if not entry.info.active_at(now_ms))
+        self._settle(now_ms)
+        return self._drop(self._expired)
 
     def remove(self, broker_name: str, broker_ids: Iterable[int] | None = None) -> list[BrokerLiveInfo]:
         """Drop the entries of a broker set (all of them when `broker_ids` is None), for clean-broker-data."""
-        wanted = None if broker_ids is None else set(broker_ids)
-        return self._drop(
-            key for key in self._entries if key[0] == broker_name and (wanted is None or key[1] in wanted)
-        )
+        known = self._ids_by_name.get(broker_name, set())
+        ids = known if broker_ids is None else known & set(broker_ids)
+        return self._drop((broker_name, broker_id) for broker_id in ids)
 
     def is_active(self, broker_name: str, broker_id: int, now_ms: int) -> bool:
-        entry = self._entries.get((broker_name, broker_id))
-        return entry is not None and entry.info.active_at(now_ms)
+        info = self._infos.get((broker_name, broker_id))
+        return info is not None and info.active_at(now_ms)
 
     def get(self, broker_name: str, broker_id: int) -> BrokerLiveInfo | None:
         """The entry of one broker, active or not."""
-        entry = self._entries.get((broker_name, broker_id))
-        return None if entry is None else entry.info
+        return self._infos.get((broker_name, broker_id))
 
     def view(self, now_ms: int) -> LivenessView:
-        """A frozen snapshot of the entries active at `now_ms`."""
-        return LivenessView(
-            brokers={key: e.info for key, e in sorted(self._entries.items()) if e.info.active_at(now_ms)}
-        )
+        """The entries active at `now_ms`, for one synchronous computation (see `LivenessView`): O(1)."""
+        return LivenessView(brokers=types.MappingProxyType(self._infos), now_ms=now_ms)
+
+    def active_count(self, now_ms: int) -> int:
+        """How many entries are active at `now_ms`, without a scan of the table (for metrics)."""
+        self._settle(now_ms)
+        return len(self._infos) - len(self._expired)
 
     def entries(self) -> Mapping[Key, BrokerLiveInfo]:
         """Every entry, active or not, sorted by key (a copy)."""
-        return {key: entry.info for key, entry in sorted(self._entries.items())}
+        return dict(sorted(self._infos.items()))
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._infos)
+
+    def _settle(self, now_ms: int) -> None:
+        """Move every entry whose deadline is before `now_ms` into `_expired`; reschedule the refreshed ones."""
+        heap = self._deadlines
+        while heap and heap[0][0] < now_ms:
+            deadline, key = heapq.heappop(heap)
+            if self._scheduled.get(key) != deadline:
+                continue  # superseded by an earlier deadline, or the entry is gone
+            info = self._infos[key]
+            actual = info.last_update_ms + info.heartbeat_timeout_ms
+            if actual < now_ms:
+                del self._scheduled[key]
+                self._expired.add(key)
+            else:
+                self._scheduled[key] = actual
+                heapq.heappush(heap, (actual, key))
+
+    def _set_channel(self, key: Key, channel: Hashable) -> None:
+        old = self._channels.get(key)
+        if old == channel:
+            return
+        if old is not None:
+            self._unlink_channel(key, old)
+        self._channels[key] = channel
+        self._by_channel.setdefault(channel, set()).add(key)
+
+    def _unlink_channel(self, key: Key, channel: Hashable) -> None:
+        keys = self._by_channel.get(channel)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._by_channel[channel]
 
     def _drop(self, keys: Iterable[Key]) -> list[BrokerLiveInfo]:
-        dropped = sorted(keys)
-        return [self._entries.pop(key).info for key in dropped]
+        dropped = []
+        for key in sorted(keys):
+            info = self._infos.pop(key, None)
+            if info is None:
+                continue
+            dropped.append(info)
+            channel = self._channels.pop(key, None)
+            if channel is not None:
+                self._unlink_channel(key, channel)
+            ids = self._ids_by_name[key[0]]
+            ids.discard(key[1])
+            if not ids:
+                del self._ids_by_name[key[0]]
+            self._scheduled.pop(key, None)
+            self._expired.discard(key)
+        if len(self._deadlines) > 2 * len(self._scheduled) + 64:  # drop the items of dropped entries
+            self._deadlines = [(d, k) for d, k in self._deadlines if self._scheduled.get(k) == d]
+            heapq.heapify(self._deadlines)
+        return dropped

@@ -216,19 +216,36 @@ class BrokerLiveInfo:
 
 @dataclasses.dataclass(frozen=True)
 class LivenessView:
-    """A frozen snapshot of which brokers are alive, taken once per request.
+    """Which brokers are alive at one moment, `now_ms`, taken once per request.
 
-    `brokers` holds only active brokers, keyed by (broker name, broker id). The core never
-    reads a clock: whoever builds the view decides what "now" is.
+    `brokers` maps (broker name, broker id) to what the heartbeat table holds for it. With
+    `now_ms`, a broker counts as alive when its entry is active at `now_ms`; without (a view
+    built by hand, as tests do), every broker listed is alive. The heartbeat table hands out
+    its own mapping, not a copy: a view costs O(1) to make and to ask, whatever the size of the
+    fleet, and is used within the one synchronous computation it was made for (nothing else
+    changes the table meanwhile). The core never reads a clock: whoever builds the view decides
+    what "now" is.
     """
 
     brokers: Mapping[tuple[str, int], BrokerLiveInfo] = dataclasses.field(default_factory=dict)
+    now_ms: int | None = None
 
     def is_active(self, broker_name: str, broker_id: int) -> bool:
-        return (broker_name, broker_id) in self.brokers
+        return self.info(broker_name, broker_id) is not None
 
     def info(self, broker_name: str, broker_id: int) -> BrokerLiveInfo | None:
-        return self.brokers.get((broker_name, broker_id))
+        info = self.brokers.get((broker_name, broker_id))
+        if info is None or (self.now_ms is not None and not info.active_at(self.now_ms)):
+            return None
+        return info
+
+    def active(self) -> dict[tuple[str, int], BrokerLiveInfo]:
+        """Every alive broker, sorted by key: O(n), for listings and tests, not for a request's path."""
+        return {
+            key: info
+            for key, info in sorted(self.brokers.items())
+            if self.now_ms is None or info.active_at(self.now_ms)
+        }
 
 
 # ---- results ----------------------------------------------------------------------------------

@@ -107,7 +107,7 @@ class ControllerService:
             self.metrics.is_leader.set(1 if self.serving else 0)
             self.metrics.term.set(term)
             self.metrics.last_applied.set(self.node.last_applied())
-            self.metrics.active_brokers.set(len(self.liveness().brokers))
+            self.metrics.active_brokers.set(self.heartbeats.active_count(monotonic_ms()))
             await asyncio.sleep(0.05)
 
     async def _become_ready(self, term: int) -> None:

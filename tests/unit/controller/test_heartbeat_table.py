@@ -233,16 +233,103 @@ def test_view_holds_only_active_entries() -> None:
     view = table.view(120)
     assert view.is_active(SET_A, 2) is True
     assert view.is_active(SET_A, 1) is False
-    assert list(view.brokers) == [(SET_A, 2)]
+    assert view.info(SET_A, 1) is None
+    assert list(view.active()) == [(SET_A, 2)]
     assert len(table.entries()) == 2
+    assert table.active_count(120) == 1
 
 
-def test_view_is_a_snapshot() -> None:
+def test_view_is_taken_at_its_time() -> None:
     table = HeartbeatTable()
-    table.on_heartbeat(beat(1), now_ms=0)
-    view = table.view(0)
-    table.remove(SET_A)
+    table.on_heartbeat(beat(1, timeout=100), now_ms=0)
+    view = table.view(100)
     assert view.is_active(SET_A, 1) is True
+    assert table.view(101).is_active(SET_A, 1) is False
+    assert view.is_active(SET_A, 1) is True
+
+
+def test_a_heartbeat_with_a_shorter_timeout_expires_at_the_shorter_deadline() -> None:
+    table = HeartbeatTable()
+    table.on_heartbeat(beat(1, timeout=1000), now_ms=0)
+    table.on_heartbeat(beat(1, timeout=10), now_ms=5)
+    assert table.active_count(15) == 1
+    assert [i.broker_id for i in table.scan_expired(16)] == [1]
+    assert len(table) == 0
+
+
+def test_refreshed_entries_survive_many_scans() -> None:
+    table = HeartbeatTable()
+    for now in range(0, 10_000, 7):
+        table.on_heartbeat(beat(1, timeout=20), now_ms=now)
+        table.on_heartbeat(beat(2, timeout=20), now_ms=now)
+        assert table.scan_expired(now + 3) == []
+    assert table.active_count(10_000) == 2
+
+
+class _Reference:
+    """The table's rules written the obvious way: every query scans every entry."""
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple[str, int], tuple[int, int, object]] = {}
+
+    def beat(self, key: tuple[str, int], timeout: int, now: int, channel: object) -> bool:
+        old = self.entries.get(key)
+        keep = old[2] if old is not None and channel is None else channel
+        self.entries[key] = (now, timeout, keep)
+        return old is None
+
+    def active(self, now: int) -> list[tuple[str, int]]:
+        return sorted(k for k, (last, timeout, _) in self.entries.items() if last + timeout >= now)
+
+    def drop(self, keys: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        for key in keys:
+            del self.entries[key]
+        return sorted(keys)
+
+    def scan(self, now: int) -> list[tuple[str, int]]:
+        return self.drop([k for k, (last, timeout, _) in self.entries.items() if last + timeout < now])
+
+    def close(self, channel: object) -> list[tuple[str, int]]:
+        return self.drop([k for k, (_, _, ch) in self.entries.items() if ch == channel])
+
+    def remove(self, name: str) -> list[tuple[str, int]]:
+        return self.drop([k for k in self.entries if k[0] == name])
+
+
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["beat", "beat", "beat", "scan", "close", "remove", "count"]),
+        st.integers(0, 30),  # time step
+        st.sampled_from([SET_A, SET_B]),
+        st.integers(1, 4),  # broker id
+        st.integers(1, 50),  # timeout
+        st.sampled_from([None, "ch-1", "ch-2"]),
+    ),
+    max_size=80,
+)
+
+
+@PROPERTY_SETTINGS
+@given(OPS)
+def test_the_table_answers_as_a_full_scan_would(ops: list[tuple[str, int, str, int, int, str | None]]) -> None:
+    table, reference, now = HeartbeatTable(), _Reference(), 0
+    for op, step, name, broker_id, timeout, channel in ops:
+        now += step
+        if op == "beat":
+            new = table.on_heartbeat(beat(broker_id, name=name, timeout=timeout), now_ms=now, channel=channel)
+            assert new == reference.beat((name, broker_id), timeout, now, channel)
+        elif op == "scan":
+            got = [(i.broker_name, i.broker_id) for i in table.scan_expired(now)]
+            assert got == reference.scan(now)
+        elif op == "close" and channel is not None:
+            got = [(i.broker_name, i.broker_id) for i in table.on_channel_close(channel)]
+            assert got == reference.close(channel)
+        elif op == "remove":
+            got = [(i.broker_name, i.broker_id) for i in table.remove(name)]
+            assert got == reference.remove(name)
+        assert table.active_count(now) == len(reference.active(now))
+        assert list(table.view(now).active()) == reference.active(now)
+        assert sorted(table.entries()) == sorted(reference.entries)
 
 
 # ---- channels -----------------------------------------------------------------------------------------
