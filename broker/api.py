@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import hmac
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -303,6 +304,31 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=generate_latest(m.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
+ADMIN_TOKEN_HEADER = "X-Brokergroup-Admin-Token"  # noqa: S105 (a header name)
+"""The admin token's header. Not `Authorization`: the API server's proxy drops that one after authenticating
+the caller (`kubectl brokergroup fence` reaches the broker through the pod proxy)."""
+
+
+def check_admin(ctx: BrokerContext, request: web.Request) -> None:
+    expected = ctx.settings.controller.admin_token
+    if not expected:
+        raise BadRequest("this broker has no admin token (controller.admin_token): admin calls are disabled", 403)
+    given = request.headers.get(ADMIN_TOKEN_HEADER, "")
+    if not given:
+        raise BadRequest(f"admin call without the admin token: send it in the {ADMIN_TOKEN_HEADER} header", 401)
+    if not hmac.compare_digest(given.encode(), expected.encode()):
+        raise BadRequest(f"wrong admin token in the {ADMIN_TOKEN_HEADER} header", 403)
+
+
+async def admin_fence(request: web.Request) -> web.Response:
+    """Fence or unfence this replica (`broker.fence`); answers with the broker's role view."""
+    ctx = request.app[CONTEXT]
+    check_admin(ctx, request)
+    req = await parse(request, wire.FenceRequest)
+    await ctx.role.set_admin_fence(req.fenced)
+    return web.json_response(ctx.role.view())
+
+
 ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/v1/messages", produce),
     ("GET", "/v1/messages", consume),
@@ -312,6 +338,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/v1/status", status),
     ("GET", "/v1/epochs", epochs),
     ("POST", "/v1/role-change", role_change),
+    ("PUT", "/v1/admin/fence", admin_fence),
     ("GET", "/v1/openapi.json", openapi),
     ("GET", "/healthz", healthz),
     ("GET", "/readyz", readyz),

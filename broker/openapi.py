@@ -207,6 +207,10 @@ HAND_WRITTEN: dict[str, dict[str, Any]] = {
                 "haAddress": nullable("string", "The replication address; null before the broker has an id."),
                 "role": {"type": "string", "enum": ["none", "master", "slave"]},
                 "fenced": {"type": "boolean", "description": "True until the controller told the broker its role."},
+                "adminFenced": {
+                    "type": "boolean",
+                    "description": "Fenced by an administrator (PUT /v1/admin/fence): no writes, no replication.",
+                },
                 "brokerId": nullable("integer"),
                 "masterBrokerId": nullable("integer"),
                 "masterAddress": nullable("string"),
@@ -252,6 +256,7 @@ def request_schemas() -> dict[str, Any]:
     models: list[tuple[type[BaseModel], JsonSchemaMode]] = [
         (wire.ProduceRequest, "validation"),
         (wire.ConsumerOffsetRequest, "validation"),
+        (wire.FenceRequest, "validation"),
     ]
     keys, document = models_json_schema(models, by_alias=True, ref_template=REF)
     for (model, _mode), schema in keys.items():
@@ -408,6 +413,24 @@ OPERATIONS: tuple[Operation, ...] = (
         responses={"200": ok("The hint was taken.", ref("EmptyResponse")), "413": response_ref("TooLarge")},
     ),
     Operation(
+        "PUT",
+        "/v1/admin/fence",
+        "admin_fence",
+        "Fence or unfence this replica (needs the admin token).",
+        description="A fenced replica refuses writes, is not Ready, stops replicating (its master drops it from "
+        "the sync-state-set) and never asks for an election; the fence is kept in its data folder across "
+        "restarts. The admin token goes in the X-Brokergroup-Admin-Token header (the API server's proxy drops "
+        "Authorization).",
+        request={"required": True, "content": json_content(ref("FenceRequest"))},
+        responses={
+            "200": ok("The broker's role after the change.", {"type": "object"}),
+            "400": response_ref("BadRequest"),
+            "401": response_ref("Unauthorized"),
+            "403": response_ref("Forbidden"),
+            "413": response_ref("TooLarge"),
+        },
+    ),
+    Operation(
         "GET",
         "/v1/openapi.json",
         "openapi",
@@ -464,6 +487,8 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "TooLarge": error(f"The request body exceeds {MAX_BODY} bytes."),
     "InternalError": error("An internal error (status SYSTEM_ERROR); see the broker log."),
     "Fenced": error("The broker is fenced: it has not learned its role from the controller yet."),
+    "Unauthorized": error("An admin call without the admin token."),
+    "Forbidden": error("A wrong admin token, or a broker without one (admin calls disabled)."),
 }
 
 

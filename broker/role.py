@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from brokergroup.broker.fence import FenceFile
 from brokergroup.broker.ha import ReplicationError
 from brokergroup.broker.identity import Identity, IdentityFiles, check_matches
 from brokergroup.broker.settings import BrokerSettings
@@ -143,6 +144,9 @@ class RoleManager:
         self.broker_id: int | None = None
         self.role = Role.NONE
         self.fenced = True
+        self.fence_file = FenceFile(settings.data_dir)
+        self.admin_fenced = self.fence_file.load()
+        """Fenced by an administrator (`broker.fence`): no writes, no replication, not Ready; survives restarts."""
         self.master_broker_id: int | None = None
         self.master_address: str | None = None
         self.master_epoch = 0
@@ -352,6 +356,8 @@ class RoleManager:
         """RocketMQ brokerElect: ask the controller to elect; SUCCESS and MASTER_STILL_EXIST both answer."""
         s = self.settings
         assert self.broker_id is not None
+        if self.admin_fenced:
+            return False  # a fenced replica never asks to lead; an unfenced one will
         request = protocol.ElectMasterRequest(
             cluster_name=s.cluster_name, broker_name=s.broker_name, broker_id=self.broker_id
         )
@@ -423,10 +429,12 @@ class RoleManager:
             self._announce()  # demote first: the pod says slave before the slave starts following
             if self._follow is not None:
                 self._follow.cancel()
+                self._follow = None
             assert decision.master_address is not None
-            self._follow = asyncio.get_running_loop().create_task(
-                self._follow_master(decision.master_address, decision.master_epoch)
-            )
+            if not self.admin_fenced:
+                self._follow = asyncio.get_running_loop().create_task(
+                    self._follow_master(decision.master_address, decision.master_epoch)
+                )
             logger.info(
                 "now SLAVE of %s (master %s at %s, epoch %s)",
                 self.settings.broker_name,
@@ -441,7 +449,28 @@ class RoleManager:
 
     def ready(self) -> bool:
         """Ready for traffic (`/readyz`): not fenced, and `ready_gate` passed."""
-        return not self.fenced and self.ready_gate()
+        return not self.fenced and not self.admin_fenced and self.ready_gate()
+
+    async def set_admin_fence(self, fenced: bool) -> None:
+        """Fence (or unfence) this replica, durably. A fenced slave stops replicating, so the master drops it
+        from the sync-state-set; an unfenced slave follows its master again and catches up."""
+        async with self._role_lock:
+            if fenced == self.admin_fenced:
+                return
+            self.fence_file.save(fenced)
+            self.admin_fenced = fenced
+            logger.warning("%s by an administrator", "FENCED" if fenced else "unfenced")
+            if self.role is not Role.SLAVE or self.ha is None:
+                return
+            if fenced:
+                if self._follow is not None:
+                    self._follow.cancel()
+                    self._follow = None
+                await self.ha.stop()  # the master sees the link close and shrinks the sync-state-set
+            elif self.master_address is not None:
+                self._follow = asyncio.get_running_loop().create_task(
+                    self._follow_master(self.master_address, self.master_epoch)
+                )
 
     async def _follow_master(self, master_address: str, epoch: int) -> None:
         """Learn the master's HA address from its status, then replicate from it."""
@@ -529,6 +558,11 @@ class RoleManager:
 
     def check_write(self) -> tuple[PutStatus, str] | None:
         """None when this broker may acknowledge writes; else the status and why not."""
+        if self.admin_fenced:
+            return (
+                PutStatus.SERVICE_NOT_AVAILABLE,
+                "this broker is fenced by an administrator (kubectl brokergroup unfence)",
+            )
         if self.fenced or self.role is not Role.MASTER:
             return PutStatus.SERVICE_NOT_AVAILABLE, f"this broker is not the master (role {self.role.value})"
         if self.lease_remaining_ms() <= 0:
@@ -539,6 +573,7 @@ class RoleManager:
         return {
             "role": self.role.value,
             "fenced": self.fenced,
+            "adminFenced": self.admin_fenced,
             "brokerId": self.broker_id,
             "masterBrokerId": self.master_broker_id,
             "masterAddress": self.master_address,

@@ -70,6 +70,11 @@ class ConsumerOffsetRequest(Body):
     offset: Annotated[int, Field(ge=0)]
 
 
+class FenceRequest(Body):
+    fenced: bool
+    """true: refuse writes and stop replicating (kept across restarts); false: lift the fence."""
+
+
 def messages_from_json(req: ProduceRequest, *, now_ms: int) -> list[Message]:
     out = []
     for i, m in enumerate(req.messages):

@@ -254,6 +254,7 @@ def test_status_schema_accepts_a_fenced_broker(document: dict[str, Any]) -> None
         "haAddress": None,
         "role": "none",
         "fenced": True,
+        "adminFenced": False,
         "brokerId": None,
         "masterBrokerId": None,
         "masterAddress": None,
