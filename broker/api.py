@@ -304,20 +304,23 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=generate_latest(m.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-ADMIN_TOKEN_HEADER = "X-Brokergroup-Admin-Token"  # noqa: S105 (a header name)
-"""The admin token's header. Not `Authorization`: the API server's proxy drops that one after authenticating
-the caller (`kubectl brokergroup fence` reaches the broker through the pod proxy)."""
+TOKEN_HEADER = "X-Brokergroup-Token"  # noqa: S105 (a header name)
+"""The header of the broker's admin calls' credential. Not `Authorization`: the API server's proxy drops that
+one after authenticating the caller (`kubectl brokergroup fence` reaches the broker through the pod proxy)."""
 
 
 def check_admin(ctx: BrokerContext, request: web.Request) -> None:
-    expected = ctx.settings.controller.admin_token
+    """Admin calls carry the group's broker token (`controller.broker_token`, Secret key `brokerToken`): a
+    broker never holds the controllers' admin token, and whoever has the broker token can already act as
+    any broker of the group at the controllers, so fencing with it grants nothing new."""
+    expected = ctx.settings.controller.broker_token
     if not expected:
-        raise BadRequest("this broker has no admin token (controller.admin_token): admin calls are disabled", 403)
-    given = request.headers.get(ADMIN_TOKEN_HEADER, "")
+        raise BadRequest("this broker has no broker token (controller.broker_token): admin calls are disabled", 403)
+    given = request.headers.get(TOKEN_HEADER, "")
     if not given:
-        raise BadRequest(f"admin call without the admin token: send it in the {ADMIN_TOKEN_HEADER} header", 401)
+        raise BadRequest(f"admin call without the broker token: send it in the {TOKEN_HEADER} header", 401)
     if not hmac.compare_digest(given.encode(), expected.encode()):
-        raise BadRequest(f"wrong admin token in the {ADMIN_TOKEN_HEADER} header", 403)
+        raise BadRequest(f"wrong broker token in the {TOKEN_HEADER} header", 403)
 
 
 async def admin_fence(request: web.Request) -> web.Response:

@@ -5,7 +5,7 @@ replicate (so its master drops it from the sync-state-set) and does not ask for 
 master stays master: its set takes no writes until it is unfenced or another replica is elected.
 The fence lives in the broker's own data folder (the pod's volume): it holds across restarts of the
 pod and without the operator, until it is lifted (`kubectl brokergroup unfence`, or
-`PUT /v1/admin/fence` with the admin token).
+`PUT /v1/admin/fence` with the group's broker token).
 """
 
 from __future__ import annotations

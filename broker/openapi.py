@@ -416,10 +416,10 @@ OPERATIONS: tuple[Operation, ...] = (
         "PUT",
         "/v1/admin/fence",
         "admin_fence",
-        "Fence or unfence this replica (needs the admin token).",
+        "Fence or unfence this replica (needs the group's broker token).",
         description="A fenced replica refuses writes, is not Ready, stops replicating (its master drops it from "
         "the sync-state-set) and never asks for an election; the fence is kept in its data folder across "
-        "restarts. The admin token goes in the X-Brokergroup-Admin-Token header (the API server's proxy drops "
+        "restarts. The broker token goes in the X-Brokergroup-Token header (the API server's proxy drops "
         "Authorization).",
         request={"required": True, "content": json_content(ref("FenceRequest"))},
         responses={
@@ -487,8 +487,8 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "TooLarge": error(f"The request body exceeds {MAX_BODY} bytes."),
     "InternalError": error("An internal error (status SYSTEM_ERROR); see the broker log."),
     "Fenced": error("The broker is fenced: it has not learned its role from the controller yet."),
-    "Unauthorized": error("An admin call without the admin token."),
-    "Forbidden": error("A wrong admin token, or a broker without one (admin calls disabled)."),
+    "Unauthorized": error("An admin call without the broker token."),
+    "Forbidden": error("A wrong broker token, or a broker without one (admin calls disabled)."),
 }
 
 

@@ -1,6 +1,6 @@
 """`PUT /v1/admin/fence` on real broker processes: a fenced slave leaves the sync-state-set while the master
 keeps writing, stays fenced across its restart, and rejoins with every message once unfenced; a fenced master
-refuses writes; the call needs the admin token."""
+refuses writes; the call needs the group's broker token."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from brokergroup.broker.api import ADMIN_TOKEN_HEADER
+from brokergroup.broker.api import TOKEN_HEADER
 from brokergroup.broker.client import MasterFinder, Producer
 from brokergroup.controller.client import ControllerClient
 from brokergroup.local.brokers import BrokerSet
@@ -19,19 +19,19 @@ from brokergroup.local.controllers import ControllerGroup
 from tests.integration.broker.conftest import SYNC, running_set, same_log
 from tests.integration.conftest import eventually
 
-TOKEN = "broker-admin-token"
+TOKEN = "broker-token"
 
 
 @pytest.fixture
 def fence_set(controller_group: ControllerGroup, tmp_path: Path) -> Iterator[BrokerSet]:
-    with running_set(tmp_path, controller_group, [*SYNC, "--set", f"controller.admin_token={TOKEN}"]) as brokers:
+    with running_set(tmp_path, controller_group, [*SYNC, "--set", f"controller.broker_token={TOKEN}"]) as brokers:
         yield brokers
 
 
 async def fence(
     session: aiohttp.ClientSession, brokers: BrokerSet, index: int, fenced: Any, token: str | None = TOKEN
 ) -> tuple[int, dict[str, Any]]:
-    headers = {ADMIN_TOKEN_HEADER: token} if token is not None else {}
+    headers = {TOKEN_HEADER: token} if token is not None else {}
     url = f"http://{brokers.nodes[index].api}/v1/admin/fence"
     async with session.put(url, json={"fenced": fenced}, headers=headers) as r:
         return r.status, await r.json()
@@ -56,7 +56,7 @@ async def test_fence_a_slave_then_the_master(controller_group: ControllerGroup, 
         # Bad calls change nothing.
         assert (await fence(session, brokers, slave, True, token=None))[0] == 401
         status, body = await fence(session, brokers, slave, True, token="wrong")
-        assert status == 403 and "wrong admin token" in body["remark"]
+        assert status == 403 and "wrong broker token" in body["remark"]
         status, body = await fence(session, brokers, slave, "yes")
         assert status == 400 and "fenced" in body["remark"]
         assert (await brokers.status(slave, session) or {})["adminFenced"] is False
