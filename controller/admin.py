@@ -85,6 +85,9 @@ def add_parser(sub: Any) -> None:
     p = command("get-broker-epoch", "show each replica's epoch entries, asked from the brokers", get_broker_epoch)
     p.add_argument("-b", "--broker-name", dest="broker_name", help="broker set name(s), ','-separated")
     p.add_argument("-c", "--cluster-name", dest="cluster_name", help="every broker set of this cluster")
+    from brokergroup.broker import epoch_compare_cmd  # asks brokers or reads files, never a controller
+
+    epoch_compare_cmd.add_parser(cmds)
     command("get-controller-config", "show each node's config", get_config)
     p = command("update-controller-config", "change one config key on each node", update_config)
     p.add_argument("-k", "--key", required=True, help="config key, e.g. enableElectUncleanMaster")
