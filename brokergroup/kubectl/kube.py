@@ -5,8 +5,9 @@ becomes a `PluginError` with one line naming what was refused."""
 
 from __future__ import annotations
 
+import base64
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -127,6 +128,67 @@ class Kube:
             )
             return bytes(response.data)
 
+    def pod_put_json(
+        self, namespace: str, pod: str, port: int, path: str, body: Mapping[str, Any], headers: Mapping[str, str]
+    ) -> tuple[int, Any]:
+        """PUT a JSON body to `path` of `pod`:`port` through the API server's pod proxy: (HTTP status, reply).
+        The pod's own refusals (4xx/5xx from the pod) come back as a status, not as an error."""
+        resource = f"/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy/{path.lstrip('/')}"
+        try:
+            response = self.api.call_api(
+                resource,
+                "PUT",
+                header_params={"Content-Type": "application/json", "Accept": "application/json", **headers},
+                body=dict(body),
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=PROXY_TIMEOUT,
+            )[0]
+            status, data = response.status, response.data
+        except ApiException as exc:
+            if _from_pod(exc):
+                status, data = exc.status, exc.body
+            else:
+                raise refusal(f"PUT {path} of pod {pod}", exc) from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise PluginError(f"PUT {path} of pod {pod}: cannot reach the API server: {exc}") from None
+        try:
+            return int(status), json.loads(data or b"null")
+        except ValueError:
+            return int(status), {"remark": bytes(data or b"").decode(errors="replace")[:200]}
+
+    def secret_value(self, namespace: str, secret: str, key: str, why: str) -> str:
+        """One key of a Secret, for `why`; a user whose RBAC lacks Secrets gets one line saying so."""
+        try:
+            obj = self.core.read_namespaced_secret(secret, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                raise PluginError(f"secret {namespace}/{secret} not found: {why} needs it") from None
+            raise refusal(f"cannot read secret {namespace}/{secret} ({why} needs its key {key})", exc) from None
+        value = (obj.data or {}).get(key)
+        if not value:
+            raise PluginError(f"secret {namespace}/{secret} has no key {key}: {why} needs it")
+        return base64.b64decode(value).decode()
+
+    def delete_pod(self, namespace: str, pod: str) -> None:
+        with api_errors(f"cannot delete pod {namespace}/{pod}"):
+            self.core.delete_namespaced_pod(pod, namespace)
+
+    def broker_statuses(self, namespace: str, pods: list[str]) -> dict[str, dict[str, Any] | str]:
+        """Each broker's `GET /v1/status` through the pod proxy, or why it could not be asked."""
+        out: dict[str, dict[str, Any] | str] = {}
+        for pod in pods:
+            try:
+                reply = json.loads(self.pod_get(namespace, pod, names.BROKER_PORT, "/v1/status"))
+            except PluginError as exc:
+                out[pod] = str(exc).split(": ", 1)[-1]
+                continue
+            except ValueError:
+                out[pod] = "not JSON: the proxy did not reach the broker"
+                continue
+            out[pod] = reply if isinstance(reply, dict) else "unexpected reply"
+        return out
+
     def controller_nodes(self, namespace: str, bg: str) -> list[ControllerNode]:
         nodes = []
         for ordinal in range(self.controller_replicas(namespace, bg)):
@@ -141,6 +203,15 @@ class Kube:
                 continue
             nodes.append(controller_node(pod, reply if isinstance(reply, dict) else "unexpected reply"))
         return nodes
+
+
+def _from_pod(exc: ApiException) -> bool:
+    """An error relayed from the pod (the broker's JSON has `remark`), not the API server's own (a Status)."""
+    try:
+        body = json.loads(exc.body or "")
+    except (TypeError, ValueError):
+        return False
+    return isinstance(body, dict) and "remark" in body
 
 
 def group_selector(bg: str) -> dict[str, str]:

@@ -41,10 +41,13 @@ def _set_lines(console: Console, entry: BrokerSet) -> None:
     head.append(f"  ready {entry.ready}/{entry.desired}", style="" if entry.ready == entry.desired else "yellow")
     console.print(head)
     console.print(f"  sync-state-set: {', '.join(entry.sync_state_set) or '(empty)'}")
-    table = _table(console, "POD", "BROKER-ID", "ROLE", "IN-SYNC", "ALIVE", "LAG")
+    table = _table(console, "POD", "BROKER-ID", "ROLE", "IN-SYNC", "ALIVE", "LAG", "FENCED")
     for r in entry.replicas:
         role = Text(r.role, style="bold green" if r.role == "master" else "")
-        table.add_row(r.pod, _dash(r.broker_id), role, _yes(r.in_sync, "yellow"), _yes(r.alive, "red"), _dash(r.lag))
+        fenced = "-" if r.fenced is None else Text("yes", style="bold red") if r.fenced else Text("no")
+        table.add_row(
+            r.pod, _dash(r.broker_id), role, _yes(r.in_sync, "yellow"), _yes(r.alive, "red"), _dash(r.lag), fenced
+        )
     if entry.replicas:
         console.print(Padding(table, (0, 0, 0, 2)))
     else:

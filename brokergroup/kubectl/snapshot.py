@@ -20,7 +20,10 @@ class Replica:
     in_sync: bool
     alive: bool
     lag: int | None
-    """Messages behind the master, when the status reports it (None: not reported)."""
+    """Commit-log bytes behind the master (its store's maxOffset minus this replica's), from both brokers'
+    `GET /v1/status`; None when either could not be asked."""
+    fenced: bool | None = None
+    """Fenced by an administrator (`kubectl brokergroup fence`), from its `GET /v1/status`; None: not asked."""
 
 
 @dataclass(frozen=True)
@@ -126,8 +129,29 @@ def rollout(raw: Any) -> Rollout | None:
     )
 
 
-def broker_set(raw: Mapping[str, Any]) -> BrokerSet:
+def max_offset(reply: Mapping[str, Any] | str | None) -> int | None:
+    """The store's maxOffset in a broker's `GET /v1/status` reply (None: no reply)."""
+    if not isinstance(reply, Mapping) or not isinstance(reply.get("store"), Mapping):
+        return None
+    return _int(reply["store"].get("maxOffset"))
+
+
+def lag(master: Mapping[str, Any] | str | None, replica: Mapping[str, Any] | str | None) -> int | None:
+    """Commit-log bytes `replica` is behind `master` (0 for the master itself); None when either is unknown."""
+    ahead, here = max_offset(master), max_offset(replica)
+    return None if ahead is None or here is None else max(0, ahead - here)
+
+
+def broker_set(raw: Mapping[str, Any], brokers: Mapping[str, Mapping[str, Any] | str] | None = None) -> BrokerSet:
+    """One set from its `status.brokerSets[*]` entry, with each broker's own `GET /v1/status` when given."""
+    brokers = brokers or {}
     in_sync = tuple(str(p) for p in raw.get("syncStateSet") or [])
+    master = brokers.get(str(raw.get("masterPod") or ""))
+
+    def fenced(pod: str) -> bool | None:
+        reply = brokers.get(pod)
+        return reply.get("adminFenced") is True if isinstance(reply, Mapping) else None
+
     replicas = tuple(
         Replica(
             pod=str(r.get("pod", "")),
@@ -135,7 +159,8 @@ def broker_set(raw: Mapping[str, Any]) -> BrokerSet:
             role=str(r.get("role") or "-"),
             in_sync=bool(r.get("inSync")),
             alive=bool(r.get("alive")),
-            lag=_int(r.get("lag")),
+            lag=lag(master, brokers.get(str(r.get("pod", "")))),
+            fenced=fenced(str(r.get("pod", ""))),
         )
         for r in raw.get("replicas") or []
         if isinstance(r, Mapping)
@@ -170,8 +195,13 @@ def controller_node(pod: str, reply: Mapping[str, Any] | str) -> ControllerNode:
     )
 
 
-def group(bg: Mapping[str, Any], controllers: Sequence[ControllerNode] = ()) -> GroupSnapshot:
-    """The snapshot of a BrokerGroup object (as the API server returns it) and its controller nodes."""
+def group(
+    bg: Mapping[str, Any],
+    controllers: Sequence[ControllerNode] = (),
+    brokers: Mapping[str, Mapping[str, Any] | str] | None = None,
+) -> GroupSnapshot:
+    """The snapshot of a BrokerGroup object (as the API server returns it), its controller nodes and its
+    brokers' own status replies (pod name -> `GET /v1/status`, or why it could not be asked)."""
     meta = bg.get("metadata") or {}
     annotations = meta.get("annotations") or {}
     status = bg.get("status") or {}
@@ -192,7 +222,7 @@ def group(bg: Mapping[str, Any], controllers: Sequence[ControllerNode] = ()) -> 
         phase=str(status.get("phase") or "Unknown"),
         paused=paused,
         pending_election=_str(annotations.get(labels.ELECT_MASTER_ANNOTATION)),
-        sets=tuple(broker_set(s) for s in status.get("brokerSets") or [] if isinstance(s, Mapping)),
+        sets=tuple(broker_set(s, brokers) for s in status.get("brokerSets") or [] if isinstance(s, Mapping)),
         conditions=conditions,
         controllers=tuple(controllers),
     )

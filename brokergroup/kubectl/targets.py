@@ -55,3 +55,46 @@ def switchover_problem(bg: Mapping[str, Any], pod: str, set_name: str) -> str | 
 def election_answer(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None, pod: str) -> bool:
     """Has the operator recorded an answer to our request for `pod` (a lastElection different from before)?"""
     return after is not None and after.get("request") == pod and dict(after) != dict(before or {})
+
+
+def set_entry(bg: Mapping[str, Any], set_name: str) -> Mapping[str, Any]:
+    for entry in (bg.get("status") or {}).get("brokerSets") or []:
+        if isinstance(entry, Mapping) and entry.get("name") == set_name:
+            return entry
+    return {}
+
+
+def controller_pod_ordinal(bg: Mapping[str, Any], pod: str) -> int | None:
+    """The ordinal of `pod` when it is one of the group's controller pods (`<bg>-controller-<i>`), else None."""
+    name = str((bg.get("metadata") or {}).get("name", ""))
+    return names.pod_ordinal(names.controller(name), pod)
+
+
+def restart_handover(bg: Mapping[str, Any], pod: str, set_name: str, *, force: bool = False) -> str | None:
+    """Master-last: the replica to switch over to before restarting `pod` (None: `pod` is not the master).
+
+    Refused (PluginError) when the set has a replica down already (unless `force`), when `pod` is the master
+    and no other replica is in sync and alive, or when the master must move while the group is paused."""
+    entry = set_entry(bg, set_name)
+    desired, ready = entry.get("desiredReplicas"), entry.get("readyReplicas")
+    if not force and isinstance(desired, int) and isinstance(ready, int) and ready < desired:
+        raise PluginError(
+            f"set {set_name} has {ready}/{desired} replicas ready: restarting {pod} now could leave too few in "
+            "sync; wait until all are ready, or pass --force"
+        )
+    if entry.get("masterPod") != pod:
+        return None
+    candidates = sorted(
+        str(r.get("pod"))
+        for r in entry.get("replicas") or []
+        if isinstance(r, Mapping) and r.get("pod") != pod and r.get("inSync") and r.get("alive")
+    )
+    if not candidates:
+        raise PluginError(
+            f"pod {pod} is the master of {set_name} and no other replica is in sync and alive to take over; "
+            "restarting it would stop the set's writes"
+        )
+    problem = switchover_problem(bg, candidates[0], set_name)
+    if problem:
+        raise PluginError(f"pod {pod} is the master of {set_name}: it must be switched over first, but {problem}")
+    return candidates[0]

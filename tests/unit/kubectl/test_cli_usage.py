@@ -13,13 +13,21 @@ from brokergroup.kubectl import cli
 
 def test_every_command_is_there() -> None:
     help_text = cli.parser().format_help()
-    for command in ("status", "switchover", "pause", "resume", "report"):
+    for command in ("status", "switchover", "fence", "unfence", "restart", "pause", "resume", "report"):
         assert command in help_text
 
 
 @pytest.mark.parametrize(
     "argv",
-    [[], ["status"], ["switchover", "bg"], ["status", "bg", "-o", "yaml"], ["frobnicate", "bg"]],
+    [
+        [],
+        ["status"],
+        ["switchover", "bg"],
+        ["fence", "bg"],
+        ["restart", "bg"],
+        ["status", "bg", "-o", "yaml"],
+        ["frobnicate", "bg"],
+    ],
 )
 def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:

@@ -75,6 +75,12 @@ NODES = (
     snapshot.controller_node("bg-controller-2", 'pods "bg-controller-2" not found'),
 )
 
+BROKERS: dict[str, dict[str, Any] | str] = {
+    "bg-broker-0-0": {"store": {"maxOffset": 900}, "adminFenced": True},
+    "bg-broker-0-1": {"store": {"maxOffset": 1000}, "adminFenced": False},
+    "bg-broker-0-2": "error trying to reach service: dial tcp: connection refused",
+}
+
 
 def golden(name: str, actual: str) -> None:
     path = GOLDEN / name
@@ -84,7 +90,21 @@ def golden(name: str, actual: str) -> None:
 
 
 def test_status_text_matches_the_golden_output() -> None:
-    golden("status.txt", render.text(snapshot.group(BG, NODES)))
+    golden("status.txt", render.text(snapshot.group(BG, NODES, BROKERS)))
+
+
+def test_lag_is_the_masters_max_offset_minus_the_replicas() -> None:
+    replicas = snapshot.group(BG, NODES, BROKERS).sets[0].replicas
+    assert [(r.pod, r.lag, r.fenced) for r in replicas] == [
+        ("bg-broker-0-0", 100, True),
+        ("bg-broker-0-1", 0, False),
+        ("bg-broker-0-2", None, None),
+    ]
+    # Without the master's reply there is no lag to show; without any, nothing is guessed.
+    no_master = {k: v for k, v in BROKERS.items() if k != "bg-broker-0-1"}
+    assert [r.lag for r in snapshot.group(BG, NODES, no_master).sets[0].replicas] == [None, None, None]
+    assert [r.fenced for r in snapshot.group(BG, NODES).sets[0].replicas] == [None, None, None]
+    assert snapshot.lag({"store": {"maxOffset": 5}}, {"store": {"maxOffset": 9}}) == 0
 
 
 def test_plain_text_has_no_escapes_and_colour_text_has_them() -> None:

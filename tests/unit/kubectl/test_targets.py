@@ -71,3 +71,46 @@ def test_only_a_new_record_for_our_pod_is_an_answer() -> None:
     assert targets.election_answer(old, {**old, "time": "t2", "masterEpoch": 3}, "bg-broker-0-1")
     assert targets.election_answer(None, {"request": "bg-broker-0-1", "result": "Refused"}, "bg-broker-0-1")
     assert not targets.election_answer(old, None, "bg-broker-0-1")
+
+
+def with_replicas(ready: int = 3, in_sync: tuple[str, ...] = ("bg-broker-0-0", "bg-broker-0-2")) -> dict[str, Any]:
+    obj = bg()
+    entry = obj["status"]["brokerSets"][0]
+    entry["readyReplicas"] = ready
+    entry["replicas"] = [
+        {"pod": f"bg-broker-0-{i}", "inSync": f"bg-broker-0-{i}" in in_sync, "alive": True} for i in range(3)
+    ]
+    return obj
+
+
+def test_restart_a_slave_needs_no_handover_and_the_master_goes_last() -> None:
+    assert targets.restart_handover(with_replicas(), "bg-broker-0-1", "bg-broker-0") is None
+    assert targets.restart_handover(with_replicas(), "bg-broker-0-0", "bg-broker-0") == "bg-broker-0-2"
+
+
+@pytest.mark.parametrize(
+    ("obj", "pod", "words"),
+    [
+        (with_replicas(ready=2), "bg-broker-0-1", "has 2/3 replicas ready"),
+        (with_replicas(in_sync=("bg-broker-0-0",)), "bg-broker-0-0", "no other replica is in sync and alive"),
+    ],
+)
+def test_restart_refusals(obj: dict[str, Any], pod: str, words: str) -> None:
+    with pytest.raises(PluginError) as err:
+        targets.restart_handover(obj, pod, "bg-broker-0")
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_restarting_the_master_of_a_paused_group_is_refused() -> None:
+    paused = with_replicas()
+    paused["status"]["conditions"] = [{"type": "ReconciliationPaused", "status": "True"}]
+    with pytest.raises(PluginError) as err:
+        targets.restart_handover(paused, "bg-broker-0-0", "bg-broker-0")
+    assert "must be switched over first, but brokergroup bg is paused" in str(err.value)
+    assert targets.restart_handover(paused, "bg-broker-0-1", "bg-broker-0") is None
+    assert targets.restart_handover(with_replicas(ready=2), "bg-broker-0-1", "bg-broker-0", force=True) is None
+
+
+def test_controller_pods_are_known() -> None:
+    assert targets.controller_pod_ordinal(bg(), "bg-controller-2") == 2
+    assert targets.controller_pod_ordinal(bg(), "bg-broker-0-2") is None
