@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -39,17 +40,39 @@ def fail_reason_error(reason: int) -> ControllerError:
 
 
 class Bridge:
+    """Calls from pysyncobj's thread to the event loop, coalesced: one loop wake-up runs every call
+    made since the previous one ran (a tick's applied batches, commit answers and feed updates),
+    in the order they were made."""
+
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        self._lock = threading.Lock()
+        self._pending: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+        self.wakeups = 0
+        """How many times the loop was woken to run calls (for tests and benchmarks)."""
 
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """Schedule `fn(*args)` on the event loop; safe from any thread, even after close."""
+        with self._lock:
+            self._pending.append((fn, args))
+            if len(self._pending) > 1:
+                return  # a wake-up is on its way and will run this call too
+            self.wakeups += 1
         if self._loop.is_closed():
             return
         try:
-            self._loop.call_soon_threadsafe(fn, *args)
+            self._loop.call_soon_threadsafe(self._run_pending)
         except RuntimeError:
             logger.debug("event loop closed; dropped %s", fn)
+
+    def _run_pending(self) -> None:
+        with self._lock:
+            calls, self._pending = self._pending, []
+        for fn, args in calls:
+            try:
+                fn(*args)
+            except Exception:
+                logger.exception("bridged call %s failed", fn)
 
     async def commit(self, node: RaftNode, batch: Batch, *, timeout: float) -> dict[str, Any]:
         """Submit a batch and wait until it is applied locally, or fail with a ControllerError."""

@@ -89,6 +89,10 @@ class EventLogWriter:
         """eventIds already on disk at `last_index` (a batch may hold several events)."""
         for path in files[-2:]:
             self._note_written(path)
+        self._fd: int | None = None
+        """The file being appended to, kept open between appends (`close` closes it)."""
+        self._path = self._dir / self._name(self._seq)
+        self._size = 0
 
     def files(self) -> list[Path]:
         pattern = file_pattern(self._node)
@@ -159,15 +163,37 @@ class EventLogWriter:
             return False
         return index < self.last_index or (index == self.last_index and record.get("eventId") in self._last_ids)
 
-    def _current(self) -> Path:
-        path = self._dir / f"events-{self._node}-{self._seq:06d}.jsonl"
-        if path.exists() and path.stat().st_size >= self._max:
+    def _name(self, seq: int) -> str:
+        return f"events-{self._node}-{seq:06d}.jsonl"
+
+    def _open_current(self) -> int:
+        """The descriptor to append to: the current file, or the next one once it holds `max_bytes`."""
+        if self._fd is not None and self._size < self._max:
+            return self._fd
+        if self._fd is not None:  # full: the next file
+            os.close(self._fd)
+            self._fd = None
             self._seq += 1
-            path = self._dir / f"events-{self._node}-{self._seq:06d}.jsonl"
-        return path
+            self._path = self._dir / self._name(self._seq)
+        while True:
+            created = not self._path.exists()
+            fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            size = os.fstat(fd).st_size
+            if size < self._max:
+                break
+            os.close(fd)  # a file from before this process that is already full
+            self._seq += 1
+            self._path = self._dir / self._name(self._seq)
+        self._fd, self._size = fd, size
+        self._dir_dirty = self._dir_dirty or created
+        return fd
 
     def append(self, records: Iterable[dict[str, Any]]) -> None:
         """Append records; raft records already on disk (re-applied after a restart) are skipped.
+
+        The file stays open between appends: one `write` per call, no open, stat or close. A new
+        file starts once the current one holds `max_bytes` or more (checked before writing, so a
+        file ends with the append that crossed the limit).
 
         Not fsynced here (one fsync per applied batch would cost every commit): a power loss may take
         the unsynced tail, and the records of Raft entries after the last snapshot are written again
@@ -177,12 +203,13 @@ class EventLogWriter:
             fresh = [{**r, "node": self._node} for r in records if not self._written(r)]
             if not fresh:
                 return
-            path = self._current()
-            if not path.exists():
-                self._dir_dirty = True
-            with path.open("a", encoding="utf-8") as f:
-                f.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in fresh)
-            self._unsynced.add(path)
+            data = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in fresh).encode()
+            fd = self._open_current()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            self._size += len(data)
+            self._unsynced.add(self._path)
             for record in fresh:
                 self._remember(record)
 
@@ -190,11 +217,21 @@ class EventLogWriter:
         """fsync what was appended since the last call, and the folder if a file was created."""
         with self._lock:
             for path in sorted(self._unsynced):
-                fsync_path(path)
+                if path == self._path and self._fd is not None:
+                    os.fsync(self._fd)
+                else:
+                    fsync_path(path)
             self._unsynced.clear()
             if self._dir_dirty:
                 fsync_path(self._dir, directory=True)
                 self._dir_dirty = False
+
+    def close(self) -> None:
+        """Close the file being appended to (a later `append` opens it again)."""
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
 
 class EventFeed:

@@ -113,6 +113,17 @@ class ControllerState:
 # ---- events -----------------------------------------------------------------------------------
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def field_names(cls: type) -> tuple[str, ...]:
+    """A dataclass's field names, looked up once per class (`dataclasses.fields` is slow on a hot path)."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
 @dataclasses.dataclass(frozen=True)
 class Event:
     """A replicated state change. `TYPE` is the event-log type name (DESIGN §2.3)."""
@@ -121,11 +132,12 @@ class Event:
     broker_name: str
 
     def to_dict(self) -> dict[str, Any]:
-        body = dataclasses.asdict(self)
-        for key, value in body.items():
-            if isinstance(value, tuple):
-                body[key] = list(value)
-        return {"type": self.TYPE, **body}
+        """The event as JSON-safe data (fields are plain values or tuples of them: no deep copy needed)."""
+        body: dict[str, Any] = {"type": self.TYPE}
+        for name in field_names(type(self)):
+            value = getattr(self, name)
+            body[name] = list(value) if isinstance(value, tuple) else value
+        return body
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,7 +194,7 @@ def event_from_dict(data: Mapping[str, Any]) -> Event:
     cls = EVENT_TYPES.get(str(kind))
     if cls is None:
         raise ValueError(f"unknown event type {kind!r}")
-    fields = {f.name for f in dataclasses.fields(cls)}
+    fields = set(field_names(cls))
     kwargs = {k: v for k, v in data.items() if k != "type"}
     if set(kwargs) != fields:
         raise ValueError(f"event {kind}: fields {sorted(kwargs)} do not match {sorted(fields)}")

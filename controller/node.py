@@ -71,4 +71,5 @@ async def run_node(settings: ControllerSettings, *, stop: asyncio.Event | None =
         await service.close()
         await runner.cleanup()
         node.close()
+        event_log.close()
         logger.info("controller %s stopped", settings.node_id)

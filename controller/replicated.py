@@ -55,7 +55,7 @@ class Batch:
     """The broker set every event of the batch belongs to; requests never span sets."""
 
     def to_json(self) -> str:
-        body = dataclasses.asdict(self)
+        body = {name: getattr(self, name) for name in model.field_names(Batch)}
         body["events"] = [e.to_dict() for e in self.events]
         return json.dumps(body, separators=(",", ":"))
 
@@ -91,9 +91,11 @@ class StateMachine(SyncObjConsumer):  # type: ignore[misc]
 
     # -- snapshots: JSON, not pickled objects -------------------------------------------------
     def _serialize(self) -> dict[str, Any]:
+        # Only the copy into plain data holds the lock; the encoding (the larger part at 2,000 sets,
+        # docs/benchmarks.md) runs without it, so the event loop's reads wait for the copy alone.
         with self.lock:
-            body = {"state": self._state.to_dict(), "version": self._version, "setVersions": self._set_versions}
-            return {"json": json.dumps(body)}
+            body = {"state": self._state.to_dict(), "version": self._version, "setVersions": dict(self._set_versions)}
+        return {"json": json.dumps(body)}
 
     def _deserialize(self, data: dict[str, Any], *, index: int = 0) -> None:
         body = json.loads(data["json"])

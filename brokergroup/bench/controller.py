@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -43,7 +44,14 @@ def add_parser(kinds: Any) -> None:
     )
     p.add_argument("--ops", type=int, default=2000, help="operations per measured request type")
     p.add_argument("--concurrency", type=int, default=8, help="requests in flight")
-    p.add_argument("--sets", type=int, default=8, help="broker sets for alter/elect (one in flight per set)")
+    p.add_argument(
+        "--sets",
+        type=set_counts,
+        default=[8],
+        help="broker set counts, ','-separated (e.g. 8,100,500,2000): a fresh group per count; "
+        "alter/elect keep --concurrency sets busy, one request in flight per set",
+    )
+    p.add_argument("--ab-sets", type=int, help="broker sets of the A/B rounds (default: the first --sets)")
     p.add_argument("--failovers", type=int, default=5, help="kill -9 the leader this many times and time the failover")
     p.add_argument(
         "--baseline-tree",
@@ -55,9 +63,29 @@ def add_parser(kinds: Any) -> None:
     p.set_defaults(func=run)
 
 
+def set_counts(text: str) -> list[int]:
+    """`--sets`: one count or a ','-separated list of counts, each at least 1."""
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a ','-separated list of whole numbers") from None
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: every set count must be at least 1")
+    return counts
+
+
 def run(args: argparse.Namespace) -> int:
-    for name in ("ops", "concurrency", "sets", "failovers", "rounds"):
-        if getattr(args, name) < 1:
+    sets = args.sets if isinstance(args.sets, list) else [args.sets]
+    ab_sets = getattr(args, "ab_sets", None) or sets[0]
+    for name, value in (
+        ("ops", args.ops),
+        ("concurrency", args.concurrency),
+        ("sets", min(sets)),
+        ("failovers", args.failovers),
+        ("rounds", args.rounds),
+        ("ab-sets", ab_sets),
+    ):
+        if value < 1:
             print(f"brokergroup bench controller: --{name} must be at least 1", file=sys.stderr)
             return 2
     tree = args.baseline_tree
@@ -68,14 +96,18 @@ def run(args: argparse.Namespace) -> int:
         bench(
             ops=args.ops,
             concurrency=args.concurrency,
-            sets=args.sets,
+            sets=sets,
             failovers=args.failovers,
             baseline_tree=tree,
             rounds=args.rounds,
+            ab_sets=ab_sets,
         )
     )
     text = json.dumps(result, indent=2)
     print(text)
+    if "by_sets" in result:
+        print()
+        print(table(result))
     if args.out:
         args.out.write_text(text + "\n")
     problems = [f"{where}: {a['problem']}" for where, a in agreements(result) if not a["agreed"]]
@@ -88,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def agreements(result: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    found = [("main run", result["results"]["agreement"])]
+    runs = result.get("by_sets") or [result["results"]]
+    found = [(f"run with {r['sets']} sets" if "sets" in r else "main run", r["agreement"]) for r in runs]
     for i, r in enumerate(result.get("ab", {}).get("rounds", [])):
         found.append((f"A/B round {i} ({r['side']})", r["agreement"]))
     return found
@@ -113,15 +146,20 @@ class TreeControllerGroup(ControllerGroup):
         node.spawn(self.command(node), env)
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU of a running process so far (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14, 15)
+
+
 def cpu_seconds(group: ControllerGroup) -> float:
     """User + system CPU of the group's running controller processes so far."""
-    total = 0
-    for node in group.nodes:
-        if node.proc is None or node.proc.poll() is not None:
-            continue
-        fields = Path(f"/proc/{node.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
-    return total / os.sysconf("SC_CLK_TCK")
+    return sum(
+        process_cpu_seconds(node.proc.pid) for node in group.nodes if node.proc is not None and node.proc.poll() is None
+    )
 
 
 def divergence_warnings(group: ControllerGroup) -> int:
@@ -151,38 +189,72 @@ async def timed(ops: int, concurrency: int, op: Callable[[int], Awaitable[None]]
     return summarize(latencies, time.perf_counter() - begin)
 
 
-async def per_set(sets: int, ops: int, body: Callable[[str, int], Awaitable[float | None]]) -> dict[str, Any]:
+async def owned_sets(
+    names: list[str], concurrency: int, ops: int, body: Callable[[str, int], Awaitable[float | None]]
+) -> dict[str, Any]:
+    """`ops` requests over the sets `names`, by `min(concurrency, len(names))` workers that each own
+    every so-many-th set in turn: one request in flight per set, the same number in flight whatever
+    the number of sets. `body(name, n)` gets the set's own count of earlier requests."""
+    workers = min(concurrency, len(names))
     latencies: list[float] = []
+    done = dict.fromkeys(names, 0)
 
-    async def loop(name: str) -> None:
-        for i in range(ops // sets):
-            took = await body(name, i)
+    async def loop(worker: int) -> None:
+        owned = names[worker::workers]
+        for i in range(ops // workers):
+            name = owned[i % len(owned)]
+            took = await body(name, done[name])
+            done[name] += 1
             if took is not None:
                 latencies.append(took)
 
     begin = time.perf_counter()
-    await asyncio.gather(*(loop(f"set-{s}") for s in range(sets)))
+    await asyncio.gather(*(loop(w) for w in range(workers)))
     return summarize(latencies, time.perf_counter() - begin)
 
 
+async def prepare_sets(client: ControllerClient, names: list[str], concurrency: int) -> None:
+    """`prepare_set` for every name, `concurrency` sets at a time."""
+
+    async def loop(owned: list[str]) -> None:
+        for name in owned:
+            await prepare_set(client, name)
+
+    await asyncio.gather(*(loop(names[w::concurrency]) for w in range(concurrency)))
+
+
+def set_names(sets: int) -> list[str]:
+    return [f"set-{s}" for s in range(sets)]
+
+
 async def bench_group(*, ops: int, concurrency: int, sets: int, failovers: int) -> dict[str, Any]:
+    """One fresh group with `sets` broker sets: heartbeats, alter-sync-state-set, elect-master, leader
+    failovers; CPU per operation of the three controllers; the states compared at the end."""
     token = secrets.token_urlsafe(16)
+    names = set_names(sets)
     with tempfile.TemporaryDirectory(prefix="bg-bench-") as tmp:
         group = ControllerGroup(Path(tmp), admin_token=token, extra_args=["--log-level", "WARNING"])
         group.start_all()
         try:
             leader = group.nodes[await group.leader()].api
-            async with ControllerClient([leader], token=token) as client:
-                for s in range(sets):
-                    await prepare_set(client, f"set-{s}")
-                hb = protocol.HeartbeatRequest(
-                    cluster_name=CLUSTER,
-                    broker_name="set-0",
-                    broker_addr="127.0.0.1:20001",
-                    broker_id=1,
-                    heartbeat_timeout_mills=LONG_TIMEOUT_MS,
-                )
-                heartbeat = await timed(ops, concurrency, lambda _i: client.heartbeat(hb))
+            async with ControllerClient([leader], token=token, timeout=30.0) as client:
+                begin = time.perf_counter()
+                await prepare_sets(client, names, concurrency)
+                prepared_s = time.perf_counter() - begin
+                beats = [
+                    protocol.HeartbeatRequest(
+                        cluster_name=CLUSTER,
+                        broker_name=name,
+                        broker_addr=f"127.0.0.1:{20000 + broker_id}",
+                        broker_id=broker_id,
+                        heartbeat_timeout_mills=LONG_TIMEOUT_MS,
+                    )
+                    for name in names
+                    for broker_id in (1, 2, 3)
+                ]
+                cpu_before = cpu_seconds(group)
+                heartbeat = await timed(ops, concurrency, lambda i: client.heartbeat(beats[i % len(beats)]))
+                heartbeat["cpu_ms_per_op"] = cpu_per_op(cpu_seconds(group) - cpu_before, heartbeat)
 
                 async def alter(name: str, i: int) -> float:
                     info = await client.replica_info(name)
@@ -199,7 +271,7 @@ async def bench_group(*, ops: int, concurrency: int, sets: int, failovers: int) 
                     return time.perf_counter() - started
 
                 cpu_before = cpu_seconds(group)
-                alter_result = await per_set(sets, ops, alter)
+                alter_result = await owned_sets(names, concurrency, ops, alter)
                 alter_result["cpu_ms_per_op"] = cpu_per_op(cpu_seconds(group) - cpu_before, alter_result)
 
                 async def elect(name: str, _i: int) -> float:
@@ -224,7 +296,9 @@ async def bench_group(*, ops: int, concurrency: int, sets: int, failovers: int) 
                     )
                     return time.perf_counter() - started
 
-                elect_result = await per_set(sets, max(sets, ops // 2), elect)
+                cpu_before = cpu_seconds(group)
+                elect_result = await owned_sets(names, concurrency, max(min(sets, concurrency), ops // 2), elect)
+                elect_result["cpu_ms_per_op"] = cpu_per_op(cpu_seconds(group) - cpu_before, elect_result)
             failover = await leader_failovers(group, failovers)
             async with group.client(timeout=5.0) as client:
                 agreed = await agreement(group, client)
@@ -232,12 +306,53 @@ async def bench_group(*, ops: int, concurrency: int, sets: int, failovers: int) 
         finally:
             group.stop_all()
     return {
+        "sets": sets,
+        "prepare_s": round(prepared_s, 3),
         "heartbeat": heartbeat,
         "alter_sync_state_set": alter_result,
         "elect_master": elect_result,
         "leader_failover": failover,
+        "snapshot": await asyncio.to_thread(snapshot_pause, sets),
         "agreement": agreed.to_dict(),
         "divergence_warnings": warnings,
+    }
+
+
+def snapshot_pause(sets: int) -> dict[str, Any]:
+    """What a Raft snapshot of a state with `sets` broker sets (3 brokers each) costs pysyncobj's tick
+    thread, measured on the code the controller runs (`Snapshots.serialize`, fsync included): the
+    whole call, and the part that holds the state lock (the asyncio side's reads wait that long)."""
+    from brokergroup.controller import model
+    from brokergroup.controller.replicated import Snapshots, StateMachine
+
+    machine = StateMachine(lambda _applied: None)
+    for name in set_names(sets):
+        machine._state.replica_info[name] = model.BrokerReplicaInfo(
+            cluster_name=CLUSTER,
+            broker_name=name,
+            next_assign_broker_id=4,
+            broker_id_info={b: (f"127.0.0.1:{20000 + b}", f"127.0.0.1:{20000 + b};0") for b in (1, 2, 3)},
+        )
+        machine._state.sync_state_info[name] = model.SyncStateInfo(
+            CLUSTER, name, master_epoch=7, sync_state_set_epoch=9, sync_state_set={1, 2, 3}, master_broker_id=1
+        )
+        machine._set_versions[name] = 12
+    snapshots = Snapshots(machine, journal=None)  # type: ignore[arg-type]
+    with tempfile.TemporaryDirectory(prefix="bg-bench-snap-") as tmp:
+        target = str(Path(tmp) / "snapshot")
+        took, locked = [], []
+        for _ in range(5):
+            started = time.perf_counter()
+            machine._serialize()
+            locked.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            snapshots.serialize(target, ((b"", 2, 1), (b"", 1, 1), []))
+            took.append(time.perf_counter() - started)
+        size = Path(target).stat().st_size
+    return {
+        "serialize_ms": round(statistics.median(took) * 1000, 3),
+        "state_lock_ms": round(statistics.median(locked) * 1000, 3),
+        "bytes": size,
     }
 
 
@@ -287,7 +402,7 @@ async def prepare_set(client: ControllerClient, name: str) -> None:
     )
 
 
-async def alter_round(*, tree: Path | None, ops: int, sets: int) -> dict[str, Any]:
+async def alter_round(*, tree: Path | None, ops: int, sets: int, concurrency: int) -> dict[str, Any]:
     """One A/B side: a fresh group (from `tree`, or this code), `ops` alter-sync-state-set commits."""
     token = secrets.token_urlsafe(16)
     with tempfile.TemporaryDirectory(prefix="bg-bench-ab-") as tmp:
@@ -297,8 +412,7 @@ async def alter_round(*, tree: Path | None, ops: int, sets: int) -> dict[str, An
         try:
             leader = group.nodes[await group.leader()].api
             async with ControllerClient([leader], token=token) as client:
-                for s in range(sets):
-                    await prepare_set(client, f"set-{s}")
+                await prepare_sets(client, set_names(sets), concurrency)
 
                 async def alter(name: str, i: int) -> float:
                     info = await client.call("GET", "/v1/replica-info", params={"brokerName": name})
@@ -314,7 +428,7 @@ async def alter_round(*, tree: Path | None, ops: int, sets: int) -> dict[str, An
                     return time.perf_counter() - started
 
                 cpu_before = cpu_seconds(group)
-                result = await per_set(sets, ops, alter)
+                result = await owned_sets(set_names(sets), concurrency, ops, alter)
                 result["cpu_ms_per_op"] = cpu_per_op(cpu_seconds(group) - cpu_before, result)
             async with group.client(timeout=5.0) as client:
                 result["agreement"] = (await agreement(group, client)).to_dict()
@@ -325,12 +439,12 @@ async def alter_round(*, tree: Path | None, ops: int, sets: int) -> dict[str, An
     return result
 
 
-async def ab_rounds(*, tree: Path, ops: int, sets: int, rounds: int) -> dict[str, Any]:
+async def ab_rounds(*, tree: Path, ops: int, sets: int, rounds: int, concurrency: int) -> dict[str, Any]:
     """Alternate baseline and current rounds, so drift in the machine's load hits both sides alike."""
     done: list[dict[str, Any]] = []
     for _ in range(rounds):
         for side in (tree, None):
-            done.append(await alter_round(tree=side, ops=ops, sets=sets))
+            done.append(await alter_round(tree=side, ops=ops, sets=sets, concurrency=concurrency))
 
     def median(side: str, key: str) -> float:
         return round(statistics.median(float(r[key]) for r in done if r["side"] == side), 3)
@@ -338,6 +452,7 @@ async def ab_rounds(*, tree: Path, ops: int, sets: int, rounds: int) -> dict[str
     base, cur = median("baseline", "ops_per_s"), median("current", "ops_per_s")
     return {
         "baseline_tree": str(tree),
+        "sets": sets,
         "rounds": done,
         "ops_per_s_median": {"baseline": base, "current": cur},
         "cpu_ms_per_op_median": {
@@ -399,10 +514,12 @@ async def leader_failovers(group: ControllerGroup, trials: int) -> dict[str, Any
 
 
 def raft_baseline(*, ops: int, concurrency: int) -> dict[str, Any]:
+    """The raw pysyncobj counter (`brokergroup.bench.raft_baseline`), with the CPU of its three
+    processes from the leader's "start" line to its result, per operation."""
     ports = free_ports(3)
     addrs = [f"127.0.0.1:{p}" for p in ports]
     password = secrets.token_urlsafe(16)
-    procs = []
+    procs: list[subprocess.Popen[str]] = []
     for i, me in enumerate(addrs):
         others = [a for j, a in enumerate(addrs) if j != i]
         procs.append(
@@ -422,22 +539,49 @@ def raft_baseline(*, ops: int, concurrency: int) -> dict[str, Any]:
                 text=True,
             )
         )
-    lines = []
+    lock = threading.Lock()
+    cpu: dict[str, float] = {}
+    results: list[dict[str, Any]] = []
+
+    def total_cpu() -> float:
+        return sum(process_cpu_seconds(proc.pid) for proc in procs)
+
+    def read(proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if not line.startswith("{"):
+                continue
+            message = json.loads(line)
+            with lock:
+                if message.get("phase") == "start":
+                    cpu.setdefault("start", total_cpu())
+                else:
+                    cpu.setdefault("end", total_cpu())
+                    results.append(message)
+
+    readers = [threading.Thread(target=read, args=(proc,), daemon=True) for proc in procs]
+    for reader in readers:
+        reader.start()
     try:
         for proc in procs:
             try:
-                out, _ = proc.communicate(timeout=120)
+                proc.wait(timeout=180)
             except subprocess.TimeoutExpired:
                 proc.kill()
-                out, _ = proc.communicate()
-            lines += [line for line in out.splitlines() if line.startswith("{")]
+        for reader in readers:
+            reader.join(timeout=10)
     finally:
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
-    if not lines:
+            proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+    if not results:
         return {"error": "the baseline leader printed no result"}
-    result: dict[str, Any] = json.loads(lines[0])
+    result = results[0]
+    if "start" in cpu and "end" in cpu:
+        result["cpu_ms_per_op"] = cpu_per_op(cpu["end"] - cpu["start"], result)
     return result
 
 
@@ -445,24 +589,65 @@ async def bench(
     *,
     ops: int,
     concurrency: int,
-    sets: int,
+    sets: int | list[int],
     failovers: int,
     baseline_tree: Path | None = None,
     rounds: int = 3,
+    ab_sets: int | None = None,
 ) -> dict[str, Any]:
-    api = await bench_group(ops=ops, concurrency=concurrency, sets=sets, failovers=failovers)
+    counts = sets if isinstance(sets, list) else [sets]
+    runs = []
+    for count in counts:
+        runs.append(await bench_group(ops=ops, concurrency=concurrency, sets=count, failovers=failovers))
     baseline = await asyncio.to_thread(raft_baseline, ops=ops, concurrency=concurrency)
     extra: dict[str, Any] = {}
     if baseline_tree is not None:
-        extra["ab"] = await ab_rounds(tree=baseline_tree, ops=ops, sets=sets, rounds=rounds)
+        extra["ab"] = await ab_rounds(
+            tree=baseline_tree, ops=ops, sets=ab_sets or counts[0], rounds=rounds, concurrency=concurrency
+        )
     return {
         "benchmark": "controller",
-        "machine": {**machine(), "fdatasync_4k": fdatasync_latency_ms()},
-        "params": {"ops": ops, "concurrency": concurrency, "sets": sets, "failovers": failovers, "nodes": 3},
-        "results": api,
+        "machine": {**machine(), "fdatasync_4k": fdatasync_latency_ms(), "loadavg": os.getloadavg()},
+        "params": {"ops": ops, "concurrency": concurrency, "sets": counts, "failovers": failovers, "nodes": 3},
+        "results": runs[0],
+        "by_sets": runs,
         **extra,
         "baseline": {"pysyncobj_replicated_counter": baseline},
         "notes": "heartbeat is node-local (no Raft); alter/elect commit through Raft, one request at a time per "
-        "broker set; elect includes role-change pushes to (absent) brokers; leader_failover is kill -9 of the "
-        "leader until another node serves (its barrier committed), default pysyncobj timeouts 0.4-1.4 s",
+        "broker set, --concurrency sets busy at once whatever the number of sets; elect includes role-change "
+        "pushes to (absent) brokers; leader_failover is kill -9 of the leader until another node serves (its "
+        "barrier committed), default pysyncobj timeouts 0.4-1.4 s; cpu_ms_per_op is user + system CPU of the "
+        "three controller (or baseline) processes per operation; snapshot is Snapshots.serialize of a state "
+        "with that many sets, timed in the bench process",
     }
+
+
+def table(result: dict[str, Any]) -> str:
+    """The runs as a Markdown table: per set count and operation, beside the raw pysyncobj counter."""
+    rows = ["| sets | operation | ops | ops/s | p50 ms | p99 ms | CPU ms/op |", "|---|---|---|---|---|---|---|"]
+
+    def row(sets: Any, name: str, r: dict[str, Any]) -> None:
+        cells = [r.get(k, "—") for k in ("ops", "ops_per_s", "p50_ms", "p99_ms", "cpu_ms_per_op")]
+        rows.append(f"| {sets} | {name} | " + " | ".join(str(c) for c in cells) + " |")
+
+    for run in result.get("by_sets") or [result["results"]]:
+        sets = run.get("sets", "")
+        row(sets, "heartbeat", run["heartbeat"])
+        row(sets, "alter-sync-state-set", run["alter_sync_state_set"])
+        row(sets, "elect-master", run["elect_master"])
+        row(sets, "leader failover (kill -9)", run["leader_failover"])
+        if "snapshot" in run:
+            snap = run["snapshot"]
+            rows.append(
+                f"| {sets} | Raft snapshot: tick thread {snap['serialize_ms']} ms, state lock "
+                f"{snap['state_lock_ms']} ms, {snap['bytes']} bytes | | | | | |"
+            )
+    row("—", "**baseline**: raw pysyncobj counter", result["baseline"]["pysyncobj_replicated_counter"])
+    ab = result.get("ab")
+    if ab:
+        rows.append(
+            f"\nA/B ({ab.get('sets')} sets, medians of {len(ab['rounds']) // 2} rounds each): ops/s "
+            f"{ab['ops_per_s_median']}, CPU ms/op {ab['cpu_ms_per_op_median']}, current/baseline "
+            f"{ab['current_over_baseline']}"
+        )
+    return "\n".join(rows)

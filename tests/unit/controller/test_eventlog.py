@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,33 @@ def test_rolls_to_a_new_file_past_max_bytes(tmp_path: Path) -> None:
         assert len(content) >= max_bytes, path.name  # full before rolling ...
         assert len(content) - len(last_line) < max_bytes, path.name  # ... and rolled as soon as it was
     assert positions(writer) == list(range(1, 21))
+
+
+def test_the_file_stays_open_between_appends_and_reopens_after_close(tmp_path: Path) -> None:
+    writer = new_writer(tmp_path)
+    writer.append([raft(1)])
+    path = writer.files()[0]
+    assert any(
+        os.path.samefile(fd, path) for fd in Path("/proc/self/fd").iterdir() if fd.exists()
+    )  # kept open: no open, stat and close per append
+    writer.append([raft(2)])
+    writer.sync()
+    writer.close()
+    writer.append([raft(3)])  # appends again, to the same file
+    writer.close()
+    assert positions(writer) == [1, 2, 3]
+    assert len(writer.files()) == 1
+
+
+def test_a_restart_continues_a_full_file_in_the_next_one(tmp_path: Path) -> None:
+    first = new_writer(tmp_path, max_bytes=300)
+    first.append([raft(1), raft(2)])  # more than 300 bytes: the file is full
+    first.close()
+    second = new_writer(tmp_path, max_bytes=300)
+    second.append([raft(3)])
+    second.close()
+    assert [p.name for p in second.files()] == ["events-n1-000000.jsonl", "events-n1-000001.jsonl"]
+    assert positions(second) == [1, 2, 3]
 
 
 # ---- restart: raft records are written once per index --------------------------------------------------------
