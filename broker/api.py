@@ -53,6 +53,8 @@ class BrokerContext:
     puts: Any
     metrics: Any
     address: str
+    binary_address: str | None = None
+    """The binary client port's advertised host:port (`binary_server`); None when it is off."""
 
 
 CONTEXT = web.AppKey("context", BrokerContext)
@@ -220,6 +222,7 @@ async def status(request: web.Request) -> web.Response:
             "brokerName": ctx.settings.broker_name,
             "address": ctx.address,
             "haAddress": advertised_ha_address(ctx),
+            "binaryAddress": ctx.binary_address,
             **ctx.role.view(),
             "store": ctx.store.status(),
             "replication": ctx.role.ha.runtime_info() if ctx.role.ha is not None else None,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import sys
@@ -12,8 +11,10 @@ from typing import Any
 
 import aiohttp
 
+from brokergroup.broker.binary_client import BinaryConsumer, BinaryLinks, BinaryProducer
 from brokergroup.broker.client import Consumer, MasterFinder, ProduceError, Producer
 from brokergroup.broker.settings import BrokerSettings
+from brokergroup.common import eventloop
 from brokergroup.common.settings import deep_merge, load_settings, nested, parse_overrides
 from brokergroup.controller.client import ControllerClient
 
@@ -32,6 +33,16 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--port", dest="port", type=int, help="HTTP API port (0 = any free port)")
     p.add_argument("--advertise-host", dest="advertise_host")
     p.add_argument("--ha-port", dest="ha.port", type=int, help="replication port (0 = any free port)")
+    p.add_argument(
+        "--binary-port", dest="binary.port", type=int, help="binary client protocol port (0 = any free port)"
+    )
+    p.add_argument(
+        "--no-binary",
+        dest="binary.enabled",
+        action="store_const",
+        const=False,
+        help="serve only the HTTP API, not the binary client protocol",
+    )
     p.add_argument("--controller", dest="controller.addresses", help="controller API addresses, ';'-separated")
     p.add_argument("--flush", dest="store.flush", choices=["SYNC", "ASYNC"])
     p.add_argument(
@@ -71,6 +82,12 @@ def add_parsers(sub: Any) -> None:
     common.add_argument("--broker-name", required=True, help="broker set")
     common.add_argument("--topic", required=True)
     common.add_argument("--queue-id", type=int, default=0)
+    common.add_argument(
+        "--protocol",
+        choices=["binary", "http"],
+        default="binary",
+        help="the broker's binary client port (default) or its HTTP API",
+    )
 
     p = sub.add_parser("produce", parents=[common], help="send messages (idempotent, retries across failover)")
     p.add_argument("messages", nargs="*", help="message bodies; default: lines of standard input")
@@ -95,7 +112,7 @@ def run_broker_cmd(args: argparse.Namespace) -> int:
         BrokerSettings, config_file=args.config, flags=deep_merge(nested(flags), parse_overrides(args.overrides))
     )
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(run_broker(settings))
+    eventloop.run(run_broker(settings))
     return 0
 
 
@@ -122,7 +139,12 @@ def run_produce(args: argparse.Namespace) -> int:
     async def go() -> int:
         controller = _controller(args)
         async with aiohttp.ClientSession() as session:
-            producer = Producer(_finder(args, controller), session=session, deadline_s=args.deadline)
+            links = BinaryLinks(session)
+            producer: Producer | BinaryProducer
+            if args.protocol == "binary":
+                producer = BinaryProducer(_finder(args, controller), links=links, deadline_s=args.deadline)
+            else:
+                producer = Producer(_finder(args, controller), session=session, deadline_s=args.deadline)
             try:
                 for body in bodies:
                     sent = await producer.send(args.topic, [body], queue_id=args.queue_id)
@@ -141,18 +163,24 @@ def run_produce(args: argparse.Namespace) -> int:
                 print(f"brokergroup produce: {exc}", file=sys.stderr)
                 return 1
             finally:
+                links.close()
                 if controller is not None:
                     await controller.close()
         return 0
 
-    return asyncio.run(go())
+    return eventloop.run(go())
 
 
 def run_consume(args: argparse.Namespace) -> int:
     async def go() -> int:
         controller = _controller(args)
         async with aiohttp.ClientSession() as session:
-            consumer = Consumer(_finder(args, controller), group=args.group, session=session)
+            links = BinaryLinks(session)
+            consumer: Consumer | BinaryConsumer
+            if args.protocol == "binary":
+                consumer = BinaryConsumer(_finder(args, controller), group=args.group, links=links)
+            else:
+                consumer = Consumer(_finder(args, controller), group=args.group, session=session)
             seen = 0
             try:
                 while seen < args.max:
@@ -177,8 +205,9 @@ def run_consume(args: argparse.Namespace) -> int:
                 print(f"brokergroup consume: {exc}", file=sys.stderr)
                 return 1
             finally:
+                links.close()
                 if controller is not None:
                     await controller.close()
         return 0
 
-    return asyncio.run(go())
+    return eventloop.run(go())

@@ -52,6 +52,22 @@ class BrokerMetrics:
         self.lease_remaining = Gauge(
             "brokergroup_broker_write_lease_remaining_seconds", "Master write lease left.", registry=registry
         )
+        self.binary_connections = Gauge(
+            "brokergroup_broker_binary_connections", "Open connections on the binary client port.", registry=registry
+        )
+        self.binary_requests = Counter(
+            "brokergroup_broker_binary_requests_total",
+            "Frames received on the binary client port, by type (PRODUCE, CONSUME, ..., or 0x.. when unknown).",
+            ["type"],
+            registry=registry,
+        )
+        self.binary_rejected = Counter(
+            "brokergroup_broker_binary_rejected_total",
+            "Bad input on the binary client port, by reason (oversized, malformed, unknown_type, truncated, "
+            "slow_frame, reply_stalled).",
+            ["reason"],
+            registry=registry,
+        )
 
     def track_flushes(self, *, flushed_offset: Callable[[], int], flushes: Callable[[], int]) -> None:
         """Expose the store's fsynced offset and the flusher's fsync count, read at scrape time."""

@@ -12,6 +12,8 @@ from prometheus_client import CollectorRegistry
 
 from brokergroup.broker import podlabels
 from brokergroup.broker.api import BrokerContext, create_app
+from brokergroup.broker.binary_server import BinaryServer
+from brokergroup.broker.controller_dns import ControllerDns
 from brokergroup.broker.ha.service import HAService
 from brokergroup.broker.metrics import BrokerMetrics
 from brokergroup.broker.role import RoleManager
@@ -38,10 +40,14 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event | None = N
     )
     metrics = BrokerMetrics(CollectorRegistry())
     metrics.track_flushes(flushed_offset=lambda: store.flushed_offset, flushes=lambda: flusher.flush_count)
+    link = settings.controller
+    dns = ControllerDns(link.addresses, interval_ms=link.dns_lookup_interval_ms) if link.dns_lookup else None
+    if dns is not None:
+        await dns.refresh()  # before the first call; a name that answers nothing stands for itself until it does
     async with (
         aiohttp.ClientSession() as session,
         ControllerClient(
-            settings.controller.addresses,
+            dns.addresses if dns is not None else link.addresses,
             token=settings.controller.broker_token or settings.controller.admin_token,
             timeout=5.0,
         ) as controller,
@@ -68,22 +74,35 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event | None = N
         # The API's address is the broker's identity at the controller: known once bound (port 0 in tests).
         port = runner.addresses[0][1]
         role.address = ctx.address = f"{host}:{port}"
+        binary = BinaryServer(ctx, settings.binary) if settings.binary.enabled else None
+        if binary is not None:
+            bound = await binary.start(settings.binary.host or settings.host)
+            ctx.binary_address = f"{host}:{bound}"
         flusher.start()
         role.start()
+        if dns is not None:
+            role.set_controller_addresses(dns.addresses)  # the names' first answer
+            dns.on_change = role.set_controller_addresses
+            dns.start()
         logger.info(
-            "broker %s/%s: api http://%s, data %s",
+            "broker %s/%s: api http://%s, binary %s, data %s",
             settings.cluster_name,
             settings.broker_name,
             role.address,
+            ctx.binary_address or "off",
             settings.data_dir,
         )
         try:
             await stop.wait()
         finally:
+            if dns is not None:
+                await dns.stop()
             await role.close()
             if labeler is not None:
                 await asyncio.to_thread(labeler.stop)
             await flusher.stop()
+            if binary is not None:
+                await binary.close()
             await runner.cleanup()
             store.close()
             logger.info("broker stopped")

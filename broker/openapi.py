@@ -205,6 +205,7 @@ HAND_WRITTEN: dict[str, dict[str, Any]] = {
                 "brokerName": {"type": "string"},
                 "address": {"type": "string", "description": "This broker's HTTP address."},
                 "haAddress": nullable("string", "The replication address; null before the broker has an id."),
+                "binaryAddress": nullable("string", "The binary client protocol's address; null when it is off."),
                 "role": {"type": "string", "enum": ["none", "master", "slave"]},
                 "fenced": {"type": "boolean", "description": "True until the controller told the broker its role."},
                 "adminFenced": {

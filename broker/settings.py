@@ -36,6 +36,17 @@ class StoreSettings(BaseModel):
     """ASYNC mode: fsync period on masters and slaves (RocketMQ flushIntervalCommitLog, 500 ms)."""
     sync_flush_timeout_ms: Annotated[int, Field(ge=1, le=60_000)] = 5000
     """SYNC mode: a put waits this long for its fsync, then answers FLUSH_DISK_TIMEOUT."""
+    retention_ms: Annotated[int, Field(ge=1000)] | None = None
+    """Delete whole commit-log segments last written longer ago than this (RocketMQ fileReservedTime, 72 h
+    there); only confirmed, flushed segments, never the one being written. None: no age limit."""
+    retention_bytes: Annotated[int, Field(ge=4096)] | None = None
+    """Delete the oldest whole segments while the commit log is bigger than this (same rules as age).
+    None: no size limit."""
+    retention_check_interval_ms: Annotated[int, Field(ge=100, le=3_600_000)] = 10_000
+    """How often retention looks for segments to delete (RocketMQ cleanResourceInterval)."""
+    min_free_disk_bytes: Annotated[int, Field(ge=0)] = 128 * 1024 * 1024
+    """Refuse puts (SERVICE_NOT_AVAILABLE, a disk-full remark) while the store's file system has less free
+    space than this; writing resumes by itself once space is freed. 0 turns the check off."""
 
 
 class HASettings(BaseModel):
@@ -227,6 +238,26 @@ class BrokerSettings(BaseSettings):
     """HTTP client/admin API port (listenPort)."""
     advertise_host: str | None = None
     """Host other processes use to reach this broker (default: `host`)."""
+class BinarySettings(BaseModel):
+    """The binary client port (`brokergroup.broker.binary_server`): produce, consume and consumer offsets in
+    length-prefixed frames, beside the HTTP API. Clients find it through `binaryAddress` in `GET /v1/status`."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    enabled: bool = True
+    """Serve the binary client protocol (the default protocol of `brokergroup produce/consume`)."""
+    host: str | None = None
+    """Interface it binds to (default: `host`, the HTTP API's)."""
+    port: Annotated[int, Field(ge=0, le=65535)] = 0
+    """Its port; 0 picks a free one (clients learn it from `GET /v1/status`). Fix it (e.g. 10909) where a
+    firewall or a Service must name it."""
+    max_in_flight: Annotated[int, Field(ge=1, le=65_536)] = 256
+    """Requests one connection may have running; beyond, the broker stops reading that connection."""
+    frame_timeout_ms: Annotated[int, Field(ge=100, le=600_000)] = 10_000
+    """A frame begun must arrive in full within this long, else the connection is closed (slow-loris)."""
+    write_timeout_ms: Annotated[int, Field(ge=100, le=600_000)] = 30_000
+    """A client that leaves its replies unread (the 1 MiB reply buffer full) this long is disconnected."""
+
+
     log_level: str = "INFO"
     store: StoreSettings = Field(default_factory=StoreSettings)
     ha: HASettings = Field(default_factory=HASettings)
@@ -235,7 +266,8 @@ class BrokerSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _consistent(self) -> BrokerSettings:
-        if self.advertise_host is None and (self.host in ("0.0.0.0", "::") or self.ha.host in ("0.0.0.0", "::")):
+        binds = (self.host, self.ha.host, self.binary.host)
+        if self.advertise_host is None and any(h in ("0.0.0.0", "::") for h in binds):
             raise ValueError(
                 "advertise_host is required when binding to all interfaces: other replicas and the controller "
                 "must know an address that reaches this broker"
@@ -246,3 +278,4 @@ class BrokerSettings(BaseSettings):
                 f"({self.ha.in_sync_replicas}) unless ha.all_ack_in_sync_state_set is true"
             )
         return self
+    binary: BinarySettings = Field(default_factory=BinarySettings)

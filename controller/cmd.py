@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 from pathlib import Path
 from typing import Any
 
+from brokergroup.common import eventloop
 from brokergroup.common.settings import load_settings, nested, parse_overrides
 from brokergroup.controller.node import run_node
 from brokergroup.controller.settings import ControllerSettings
@@ -63,5 +63,5 @@ def run(args: argparse.Namespace) -> int:
     )
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("pysyncobj").setLevel(logging.WARNING)
-    asyncio.run(run_node(settings))
+    eventloop.run(run_node(settings))
     return 0

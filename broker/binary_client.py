@@ -1,0 +1,296 @@
+"""The binary-protocol producer and consumer (`protocol.client_frames`), with `broker.client`'s API.
+
+The master is found as for HTTP (`MasterFinder`: the controller's replica-info, or a fixed
+address), which names a broker by its HTTP address; the broker's binary port is read once from
+its `GET /v1/status` (`binaryAddress`). One connection per broker carries every request of this
+process, pipelined: each waits only for the reply with its own request id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import secrets
+import time
+from collections.abc import Sequence
+from typing import cast
+
+import aiohttp
+
+from brokergroup.broker import wire
+from brokergroup.broker.client import MasterFinder, ProduceError, Received, Sent
+from brokergroup.broker.errors import ProtocolError
+from brokergroup.broker.protocol import client_frames as cf
+
+RETRY_CODES_NEVER = (400, 413)
+"""ERROR codes that no retry can fix (the HTTP API's 400 and 413)."""
+
+
+class _Link(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.decoder = cf.FrameDecoder(max_frame=cf.DEFAULT_MAX_REPLY)
+        self.pending: dict[int, asyncio.Future[cf.Reply]] = {}
+        self.transport: asyncio.Transport | None = None
+        self.lost: Exception | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not asyncio.Transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.decoder.feed(data)
+            while (raw := self.decoder.next_frame()) is not cf.NEED_DATA:
+                assert isinstance(raw, cf.RawFrame)
+                waiter = self.pending.pop(raw.request_id, None)
+                if waiter is None or waiter.done():
+                    continue
+                try:
+                    waiter.set_result(cf.parse_reply(raw))
+                except ProtocolError as exc:
+                    waiter.set_exception(exc)
+        except ProtocolError as exc:
+            self.fail(exc)
+            if self.transport is not None:
+                self.transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.fail(exc or ConnectionError("the broker closed the connection"))
+
+    def fail(self, exc: Exception) -> None:
+        self.lost = exc
+        pending, self.pending = self.pending, {}
+        for waiter in pending.values():
+            if not waiter.done():
+                waiter.set_exception(ConnectionError(str(exc) or type(exc).__name__))
+
+
+class BinaryConnection:
+    """One pipelined connection to one broker's binary port."""
+
+    def __init__(self, address: str, transport: asyncio.Transport, link: _Link) -> None:
+        self.address = address
+        self.transport = transport
+        self.link = link
+        self.ids = itertools.count(1)
+
+    @classmethod
+    async def open(cls, address: str, *, timeout: float = 5.0) -> BinaryConnection:
+        host, port = address.rsplit(":", 1)
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(timeout):
+            transport, link = await loop.create_connection(_Link, host.strip("[]"), int(port))
+        return cls(address, transport, link)
+
+    @property
+    def closed(self) -> bool:
+        return self.link.lost is not None or self.transport.is_closing()
+
+    async def request(self, request: cf.Request, *, timeout: float) -> cf.Reply:
+        if self.closed:
+            raise ConnectionError(f"{self.address}: connection closed")
+        rid = next(self.ids) & cf.MAX_REQUEST_ID
+        waiter: asyncio.Future[cf.Reply] = asyncio.get_running_loop().create_future()
+        self.link.pending[rid] = waiter
+        self.transport.write(cf.encode_request(rid, request))
+        try:
+            async with asyncio.timeout(timeout):
+                return await waiter
+        finally:
+            self.link.pending.pop(rid, None)
+
+    def close(self) -> None:
+        self.transport.close()
+
+
+class BinaryLinks:
+    """Binary connections by the brokers' HTTP addresses (as the controller names them)."""
+
+    def __init__(self, session: aiohttp.ClientSession, *, timeout: float = 5.0) -> None:
+        self.session = session
+        self.timeout = timeout
+        self.addresses: dict[str, str] = {}
+        self.connections: dict[str, BinaryConnection] = {}
+
+    async def get(self, http_address: str) -> BinaryConnection:
+        conn = self.connections.get(http_address)
+        if conn is not None and not conn.closed:
+            return conn
+        binary = self.addresses.get(http_address)
+        if binary is None:
+            timeout = aiohttp.ClientTimeout(total=self.timeout)
+            async with self.session.get(f"http://{http_address}/v1/status", timeout=timeout) as r:
+                status = await r.json()
+            binary = status.get("binaryAddress")
+            if not binary:
+                raise ProduceError(
+                    "BAD_REQUEST", f"{http_address} serves no binary port (binary.enabled is off); use --protocol http"
+                )
+            self.addresses[http_address] = binary
+        try:
+            conn = await BinaryConnection.open(binary, timeout=self.timeout)
+        except (OSError, TimeoutError):
+            self.addresses.pop(http_address, None)  # the broker may have restarted on another port
+            raise
+        self.connections[http_address] = conn
+        return conn
+
+    def drop(self, http_address: str) -> None:
+        conn = self.connections.pop(http_address, None)
+        self.addresses.pop(http_address, None)
+        if conn is not None:
+            conn.close()
+
+    def close(self) -> None:
+        for address in list(self.connections):
+            self.drop(address)
+
+
+_UNREACHABLE = (OSError, ConnectionError, TimeoutError, aiohttp.ClientError, ValueError, ProtocolError)
+
+
+class BinaryProducer:
+    """`broker.client.Producer` over the binary port: idempotent, retried across failover."""
+
+    def __init__(
+        self,
+        finder: MasterFinder,
+        *,
+        links: BinaryLinks,
+        producer_id: int | None = None,
+        deadline_s: float = 30.0,
+        request_timeout_s: float = 10.0,
+    ) -> None:
+        self.finder = finder
+        self.links = links
+        self.producer_id = producer_id if producer_id is not None else secrets.randbits(62)
+        self.next_seq = 0
+        self.deadline_s = deadline_s
+        self.request_timeout_s = request_timeout_s
+
+    async def send(
+        self, topic: str, bodies: Sequence[bytes], *, queue_id: int = 0, properties: dict[str, str] | None = None
+    ) -> Sent:
+        now = int(time.time() * 1000)
+        batch = wire.encode_batch(
+            topic=topic,
+            queue_id=queue_id,
+            producer_id=self.producer_id,
+            messages=[(self.next_seq + i, now, properties or {}, b) for i, b in enumerate(bodies)],
+        )
+        self.next_seq += len(bodies)
+        return await self._send_until_acked(cf.Produce(batch))
+
+    async def _send_until_acked(self, request: cf.Produce) -> Sent:
+        deadline = time.monotonic() + self.deadline_s
+        attempts, delay = 0, 0.02
+        status, remark = "UNREACHABLE", "no master known"
+        refresh = False
+        while time.monotonic() < deadline:
+            try:
+                async with asyncio.timeout(deadline - time.monotonic()):
+                    master = await self.finder.find(refresh=refresh)
+            except TimeoutError:
+                status, remark = "UNREACHABLE", "no controller named the master in time"
+                break
+            if master is not None:
+                attempts += 1
+                left = max(0.001, deadline - time.monotonic())
+                try:
+                    conn = await self.links.get(master)
+                    reply = await conn.request(request, timeout=min(self.request_timeout_s, left))
+                except _UNREACHABLE as exc:
+                    status, remark = "UNREACHABLE", f"{master}: {str(exc) or type(exc).__name__}"
+                    self.links.drop(master)
+                    refresh = True
+                else:
+                    if isinstance(reply, cf.PutResult):
+                        status, remark = reply.status, reply.remark
+                        if status == "PUT_OK":
+                            return Sent(
+                                status=status,
+                                commit_offsets=tuple(a.commit_offset for a in reply.appended),
+                                queue_offsets=tuple(a.queue_offset for a in reply.appended),
+                                duplicates=tuple(a.duplicate for a in reply.appended),
+                                attempts=attempts,
+                                master=master,
+                            )
+                        self.finder.hint(reply.master_address)
+                        refresh = status == "SERVICE_NOT_AVAILABLE" and not reply.master_address
+                    elif isinstance(reply, cf.Error):
+                        status, remark = reply.status, reply.remark
+                        if reply.code in RETRY_CODES_NEVER:
+                            raise ProduceError(status, remark)
+                        refresh = True
+                    else:
+                        status, remark = "UNREACHABLE", f"{master}: unexpected reply {type(reply).__name__}"
+            else:
+                refresh = True
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
+        raise ProduceError(status, f"not acknowledged within {self.deadline_s} s after {attempts} attempts: {remark}")
+
+
+class BinaryConsumer:
+    """`broker.client.Consumer` over the binary port: reads from the committed offset, commits on the master."""
+
+    def __init__(
+        self, finder: MasterFinder, *, group: str, links: BinaryLinks, request_timeout_s: float = 10.0
+    ) -> None:
+        self.finder = finder
+        self.group = group
+        self.links = links
+        self.request_timeout_s = request_timeout_s
+        self.positions: dict[tuple[str, int], int] = {}
+
+    async def _ask(self, request: cf.Request) -> cf.Reply:
+        for refresh in (False, True, True):
+            master = await self.finder.find(refresh=refresh)
+            if master is None:
+                await asyncio.sleep(0.1)
+                continue
+            try:
+                reply = await (await self.links.get(master)).request(request, timeout=self.request_timeout_s)
+            except _UNREACHABLE:
+                self.links.drop(master)
+                continue
+            if isinstance(reply, cf.Error):
+                if reply.code in RETRY_CODES_NEVER:
+                    raise ProduceError(reply.status, reply.remark)
+                continue
+            return reply
+        raise ProduceError("UNREACHABLE", f"no broker of {self.finder.broker_name} answered {type(request).__name__}")
+
+    async def committed(self, topic: str, queue_id: int = 0) -> int:
+        reply = await self._ask(cf.GetOffset(group=self.group, topic=topic, queue_id=queue_id))
+        assert isinstance(reply, cf.Offset), reply
+        return reply.offset if reply.offset is not None else 0
+
+    async def poll(self, topic: str, queue_id: int = 0, *, max_count: int = 32) -> list[Received]:
+        key = (topic, queue_id)
+        if key not in self.positions:
+            self.positions[key] = await self.committed(topic, queue_id)
+        reply = await self._ask(
+            cf.Consume(topic=topic, queue_id=queue_id, offset=self.positions[key], max_count=max_count)
+        )
+        assert isinstance(reply, cf.Messages), reply
+        self.positions[key] = reply.next_offset
+        return [Received(m.queue_offset, m.body, m.producer_id, m.seq, m.properties) for m in reply.messages]
+
+    async def commit(self, topic: str, queue_id: int = 0, offset: int | None = None) -> None:
+        value = self.positions.get((topic, queue_id), 0) if offset is None else offset
+        request = cf.CommitOffset(group=self.group, topic=topic, queue_id=queue_id, offset=value)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            master = await self.finder.find(refresh=True)
+            if master is not None:
+                try:
+                    reply = await (await self.links.get(master)).request(request, timeout=self.request_timeout_s)
+                except _UNREACHABLE:
+                    self.links.drop(master)
+                else:
+                    if isinstance(reply, cf.PutResult) and reply.status == "PUT_OK":
+                        return
+                    if isinstance(reply, cf.Error) and reply.code in RETRY_CODES_NEVER:
+                        raise ProduceError(reply.status, reply.remark)
+            await asyncio.sleep(0.1)
+        raise ProduceError("UNREACHABLE", "consumer offset not committed within 30 s")

@@ -1,0 +1,257 @@
+"""The binary client port: the asyncio shell around `protocol.client_frames`.
+
+A thin shell over the same core the HTTP handlers use (`PutPath`, the store's reads, the HTTP
+API's fencing check and validation models), so both protocols refuse, accept and answer alike.
+Requests on one connection run concurrently (pipelining); each reply carries its request id.
+
+Bad input never grows memory without bound and never reaches the store half-read:
+
+- a frame length outside the limits: an ERROR frame (code 413), then the connection is closed;
+- an unknown type or a malformed payload: an ERROR frame (code 400); the connection goes on;
+- a connection that ends inside a frame: counted, dropped;
+- a frame that does not complete within `frame_timeout_ms` (slow-loris): closed;
+- at most `max_in_flight` requests per connection: beyond, the broker stops reading the socket;
+- a client that does not read its replies: reading stops once the reply buffer is full, and the
+  connection is aborted if it stays full for `write_timeout_ms`.
+
+Each case counts in `brokergroup_broker_binary_rejected_total{reason}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, cast
+
+from pydantic import ValidationError
+
+from brokergroup.broker import wire
+from brokergroup.broker.api import BadRequest, BrokerContext, explain, refuse_if_fenced
+from brokergroup.broker.errors import BrokerError
+from brokergroup.broker.protocol import client_frames as cf
+from brokergroup.broker.service import PutOutcome, wall_ms
+from brokergroup.broker.store.types import PutStatus
+
+logger = logging.getLogger(__name__)
+WRITE_BUFFER_HIGH = 1024 * 1024
+
+
+def put_result(ctx: BrokerContext, outcome: PutOutcome) -> cf.PutResult:
+    """The PUT_RESULT of an outcome: the HTTP API's produce/commit response (api.put_response)."""
+    appended: tuple[cf.Appended, ...] = ()
+    next_offset = None
+    if outcome.result is not None:
+        appended = tuple(cf.Appended(a.commit_offset, a.queue_offset, a.duplicate) for a in outcome.result.appended)
+        next_offset = outcome.result.next_offset
+    master = None
+    if outcome.status is PutStatus.SERVICE_NOT_AVAILABLE and ctx.role.master_address != ctx.address:
+        master = ctx.role.master_address
+    return cf.PutResult(
+        status=outcome.status.value,
+        remark=outcome.remark,
+        master_address=master,
+        next_offset=next_offset,
+        appended=appended,
+    )
+
+
+async def answer(ctx: BrokerContext, raw: cf.RawFrame) -> bytes:
+    """The reply frame to one request frame; every failure becomes an ERROR frame."""
+    rid = raw.request_id
+    try:
+        request = cf.parse_request(raw)
+        if isinstance(request, cf.Produce):
+            messages = wire.decode_batch(request.batch, now_ms=wall_ms())
+            return cf.encode_put_result(rid, put_result(ctx, await ctx.puts.put(messages)))
+        if isinstance(request, cf.Consume):
+            refuse_if_fenced(ctx)
+            found = ctx.store.get_messages(
+                request.topic,
+                request.queue_id,
+                request.offset,
+                max_count=request.max_count,
+                max_bytes=request.max_bytes,
+            )
+            ctx.metrics.consumed.inc(len(found))
+            return cf.encode_messages(
+                rid,
+                next_offset=found[-1].queue_offset + 1 if found else request.offset,
+                min_offset=ctx.store.queue_min_offset(request.topic, request.queue_id),
+                max_offset=ctx.store.queue_max_offset(request.topic, request.queue_id),
+                messages=found,
+            )
+        if isinstance(request, cf.CommitOffset):
+            try:
+                checked = wire.ConsumerOffsetRequest(
+                    group=request.group, topic=request.topic, queue_id=request.queue_id, offset=request.offset
+                )
+            except ValidationError as exc:
+                raise BadRequest(explain(exc)) from exc
+            outcome = await ctx.puts.put_consumer_offset(
+                group=checked.group, topic=checked.topic, queue_id=checked.queue_id, offset=checked.offset
+            )
+            return cf.encode_put_result(rid, put_result(ctx, outcome))
+        refuse_if_fenced(ctx)
+        return cf.encode_offset(rid, ctx.store.consumer_offset(request.group, request.topic, request.queue_id))
+    except cf.BadFrame as exc:
+        ctx.metrics.binary_rejected.labels(exc.reason).inc()
+        return cf.encode_error(rid, cf.Error("BAD_REQUEST", 400, exc.remark))
+    except BadRequest as exc:
+        return cf.encode_error(rid, cf.Error("BAD_REQUEST", exc.status, exc.remark))
+    except BrokerError as exc:
+        return cf.encode_error(rid, cf.Error("BAD_REQUEST", 400, str(exc)))
+    except Exception:
+        logger.exception("unexpected error answering a binary %s request", _type_name(raw.type))
+        return cf.encode_error(rid, cf.Error("SYSTEM_ERROR", 500, "internal error, see the broker log"))
+
+
+def _type_name(kind: int) -> str:
+    try:
+        return cf.FrameType(kind).name
+    except ValueError:
+        return f"0x{kind:02x}"
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, ctx: BrokerContext, settings: Any, live: set[Connection]) -> None:
+        self.ctx = ctx
+        self.live = live
+        self.metrics = ctx.metrics
+        self.max_in_flight: int = settings.max_in_flight
+        self.frame_timeout = settings.frame_timeout_ms / 1000
+        self.write_timeout = settings.write_timeout_ms / 1000
+        self.decoder = cf.FrameDecoder(max_frame=cf.DEFAULT_MAX_REQUEST)
+        self.transport: asyncio.Transport | None = None
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.reading_paused = False
+        self.writing_paused = False
+        self.partial_since: float | None = None
+        self.partial_timer: asyncio.TimerHandle | None = None
+        self.stall_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not asyncio.Transport
+        self.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
+        self.live.add(self)
+        self.metrics.binary_connections.inc()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.live.discard(self)
+        self.metrics.binary_connections.dec()
+        if self.decoder.buffered and self.partial_since is not None:
+            self.reject("truncated")
+        for timer in (self.partial_timer, self.stall_timer):
+            if timer is not None:
+                timer.cancel()
+        self.transport = None
+
+    def reject(self, reason: str) -> None:
+        self.metrics.binary_rejected.labels(reason).inc()
+
+    def data_received(self, data: bytes) -> None:
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        try:
+            self.decoder.feed(data)
+            while (raw := self.decoder.next_frame()) is not cf.NEED_DATA:
+                assert isinstance(raw, cf.RawFrame)
+                self.partial_since = None
+                self.start(raw)
+        except cf.FrameTooLarge as exc:
+            self.reject("oversized")
+            transport.write(cf.encode_error(0, cf.Error("BAD_REQUEST", 413, str(exc))))
+            transport.close()
+            return
+        if self.decoder.buffered and self.partial_since is None:
+            self.partial_since = time.monotonic()
+            if self.partial_timer is None:
+                self.partial_timer = asyncio.get_running_loop().call_later(self.frame_timeout, self.check_partial)
+
+    def check_partial(self) -> None:
+        """Slow-loris: a frame begun must complete within frame_timeout."""
+        self.partial_timer = None
+        if self.transport is None or self.partial_since is None or not self.decoder.buffered:
+            return
+        left = self.partial_since + self.frame_timeout - time.monotonic()
+        if left > 0:
+            self.partial_timer = asyncio.get_running_loop().call_later(left, self.check_partial)
+            return
+        self.reject("slow_frame")
+        self.partial_since = None  # counted here, not again as truncated
+        self.transport.abort()
+
+    def start(self, raw: cf.RawFrame) -> None:
+        self.metrics.binary_requests.labels(_type_name(raw.type)).inc()
+        task = asyncio.get_running_loop().create_task(self.run(raw))
+        self.tasks.add(task)
+        task.add_done_callback(self.finished)
+        self.flow()
+
+    async def run(self, raw: cf.RawFrame) -> None:
+        reply = await answer(self.ctx, raw)
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(reply)
+
+    def finished(self, task: asyncio.Task[None]) -> None:
+        self.tasks.discard(task)
+        self.flow()
+
+    def flow(self) -> None:
+        """Read only while few enough requests run and the client takes its replies."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        stop = len(self.tasks) >= self.max_in_flight or self.writing_paused
+        if stop and not self.reading_paused:
+            transport.pause_reading()
+            self.reading_paused = True
+        elif not stop and self.reading_paused:
+            transport.resume_reading()
+            self.reading_paused = False
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+        self.flow()
+        self.stall_timer = asyncio.get_running_loop().call_later(self.write_timeout, self.stalled)
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        if self.stall_timer is not None:
+            self.stall_timer.cancel()
+            self.stall_timer = None
+        self.flow()
+
+    def stalled(self) -> None:
+        self.stall_timer = None
+        if self.writing_paused and self.transport is not None:
+            self.reject("reply_stalled")
+            self.transport.abort()
+
+
+class BinaryServer:
+    """The listening socket; `address` is the bound host:port once started."""
+
+    def __init__(self, ctx: BrokerContext, settings: Any) -> None:
+        self.ctx = ctx
+        self.settings = settings
+        self.server: asyncio.Server | None = None
+        self.connections: set[Connection] = set()
+        self.port = 0
+
+    async def start(self, host: str) -> int:
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(
+            lambda: Connection(self.ctx, self.settings, self.connections), host, self.settings.port, reuse_address=True
+        )
+        self.port = int(self.server.sockets[0].getsockname()[1])
+        return self.port
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            for conn in list(self.connections):
+                if conn.transport is not None:
+                    conn.transport.abort()
+            await self.server.wait_closed()
