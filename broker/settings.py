@@ -49,6 +49,8 @@ class StoreSettings(BaseModel):
     space than this; writing resumes by itself once space is freed. 0 turns the check off."""
 
 
+
+
 class HASettings(BaseModel):
     """Replication (RocketMQ MessageStoreConfig HA keys)."""
 
@@ -222,22 +224,6 @@ class KubernetesSettings(BaseModel):
         return self
 
 
-class BrokerSettings(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="BG_BROKER_", env_nested_delimiter="__", extra="forbid", use_attribute_docstrings=True
-    )
-    cluster_name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._%|-]*$", max_length=128)] = "DefaultCluster"
-    """brokerClusterName."""
-    broker_name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._%|-]*$", max_length=128)] = "broker-a"
-    """brokerName: the broker set this replica belongs to."""
-    data_dir: Path = Path("data/broker")
-    """Commit log, epoch file, identity files."""
-    host: str = "127.0.0.1"
-    """Interface the HTTP API binds to."""
-    port: Annotated[int, Field(ge=0, le=65535)] = 10911
-    """HTTP client/admin API port (listenPort)."""
-    advertise_host: str | None = None
-    """Host other processes use to reach this broker (default: `host`)."""
 class BinarySettings(BaseModel):
     """The binary client port (`brokergroup.broker.binary_server`): produce, consume and consumer offsets in
     length-prefixed frames, beside the HTTP API. Clients find it through `binaryAddress` in `GET /v1/status`."""
@@ -258,11 +244,28 @@ class BinarySettings(BaseModel):
     """A client that leaves its replies unread (the 1 MiB reply buffer full) this long is disconnected."""
 
 
+class BrokerSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="BG_BROKER_", env_nested_delimiter="__", extra="forbid", use_attribute_docstrings=True
+    )
+    cluster_name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._%|-]*$", max_length=128)] = "DefaultCluster"
+    """brokerClusterName."""
+    broker_name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._%|-]*$", max_length=128)] = "broker-a"
+    """brokerName: the broker set this replica belongs to."""
+    data_dir: Path = Path("data/broker")
+    """Commit log, epoch file, identity files."""
+    host: str = "127.0.0.1"
+    """Interface the HTTP API binds to."""
+    port: Annotated[int, Field(ge=0, le=65535)] = 10911
+    """HTTP client/admin API port (listenPort)."""
+    advertise_host: str | None = None
+    """Host other processes use to reach this broker (default: `host`)."""
     log_level: str = "INFO"
     store: StoreSettings = Field(default_factory=StoreSettings)
     ha: HASettings = Field(default_factory=HASettings)
     controller: ControllerLinkSettings = Field(default_factory=ControllerLinkSettings)
     kubernetes: KubernetesSettings = Field(default_factory=KubernetesSettings)
+    binary: BinarySettings = Field(default_factory=BinarySettings)
 
     @model_validator(mode="after")
     def _consistent(self) -> BrokerSettings:
@@ -278,4 +281,3 @@ class BinarySettings(BaseModel):
                 f"({self.ha.in_sync_replicas}) unless ha.all_ack_in_sync_state_set is true"
             )
         return self
-    binary: BinarySettings = Field(default_factory=BinarySettings)
