@@ -3,8 +3,11 @@
 One `asyncio.start_server` on the HA host/port (port 0 binds a free one; `address` is what was
 bound). Each accepted socket becomes a `MasterLink` with two tasks: the connection's own task
 reads the slave's frames (and closes the link after `housekeeping_interval_ms` without one), a
-sender task writes whatever `next_transfer` yields and otherwise sleeps until woken (`wake()`:
-an append, an ack, a confirm-offset change) or until the next heartbeat falls due.
+sender task writes whatever `next_transfer` yields and otherwise sleeps until woken (an append,
+a handshake or first ack, a confirm-offset move when no earlier move is being held back:
+`wake_for_confirm`) or until the next heartbeat or held-back confirm offset falls due. A confirm
+offset that moved is sent alone only if no data frame carried it within `CONFIRM_DELAY_MS`
+(master_conn): under load it rides on the next data frame.
 
 What the frames mean for the sync-state-set, the confirm offset and put acks is decided by the
 owner through `LinkEvents` (the `HAService`); `accepting()` false refuses a connection at once
@@ -29,6 +32,10 @@ from brokergroup.broker.store.types import ReplicatedLog
 logger = logging.getLogger(__name__)
 
 READ_SIZE = 64 * 1024
+CONFIRM_DELAY_MS = 5
+"""How long a moved confirm offset waits for a data frame to carry it before it is sent alone:
+caught-up slaves see it at most this much later (consumers reading from a slave see new messages
+up to 5 ms later), and under load no frame is sent for it alone."""
 
 
 class MasterLink:
@@ -106,6 +113,12 @@ class HAServer:
         for link in self._links:
             link.wake.set()
 
+    def wake_for_confirm(self) -> None:
+        """The confirm offset moved: wake the senders that have no data frame standing for it."""
+        for link in self._links:
+            if link.conn.confirm_wake_wanted:
+                link.wake.set()
+
     async def drop_all(self) -> None:
         """Close every connection and wait until each one's `on_closed` has run."""
         tasks = [link.task for link in self._links if link.task is not None]
@@ -132,6 +145,7 @@ class HAServer:
             batch_size=self._settings.transfer_batch_size,
             heartbeat_interval_ms=self._settings.send_heartbeat_interval_ms,
             now_ms=self._clock(),
+            confirm_delay_ms=CONFIRM_DELAY_MS,
         )
         link = MasterLink(conn, writer, address)
         link.task = asyncio.current_task()
@@ -162,13 +176,17 @@ class HAServer:
                 return
             if not data:
                 return
+            wake = False  # the sender only waits for a handshake or a first ack (where to start)
             for event in link.conn.receive(data, self._store, self._clock()):
                 if isinstance(event, Handshaked):
                     if not self._events.on_handshake(link, event):
                         return
+                    wake = True
                 else:
                     self._events.on_ack(link, event)
-            link.wake.set()
+                    wake = wake or event.first
+            if wake:
+                link.wake.set()
 
     async def _send_loop(self, link: MasterLink) -> None:
         try:

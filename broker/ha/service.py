@@ -306,12 +306,13 @@ class HAService:
 
     def _update_confirm(self) -> None:
         store = self._store
-        confirm = self._syncset.compute_confirm_offset(
-            store.ackable_offset, self._acks(), self._connected(), store.confirm_offset
-        )
+        ackable = store.ackable_offset
+        if ackable <= store.confirm_offset:
+            return  # it never passes this replica's own ackable offset (SYNC: an append alone moves nothing)
+        confirm = self._syncset.compute_confirm_offset(ackable, self._acks(), self._connected(), store.confirm_offset)
         if confirm > store.confirm_offset:
             store.set_confirm_offset(confirm)
-            self._server.wake_all()  # caught-up slaves get the new confirm offset now
+            self._server.wake_for_confirm()  # caught-up slaves get it with the next frame, or alone soon
 
     def _on_append(self, _max_offset: int) -> None:
         """Store append listener: may run on any thread, must not raise."""

@@ -152,10 +152,13 @@ class Pipe:
         slave_id: int = 2,
         expected_epoch: int = 0,
         learner: bool = False,
+        confirm_delay_ms: int = 0,
     ) -> None:
         self.master, self.slave = master, slave
         self.now = 0
-        self.mc = MasterConnection(batch_size=batch_size, heartbeat_interval_ms=heartbeat_ms, now_ms=0)
+        self.mc = MasterConnection(
+            batch_size=batch_size, heartbeat_interval_ms=heartbeat_ms, now_ms=0, confirm_delay_ms=confirm_delay_ms
+        )
         self.sc = SlaveConnection(
             broker_id=slave_id,
             is_learner=learner,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -10,8 +11,9 @@ import pytest
 from store_factories import SETTINGS, msg, open_store
 
 from brokergroup.broker.settings import FlushMode
-from brokergroup.broker.store.flusher import GroupCommitFlusher
+from brokergroup.broker.store.flusher import FlushWorker, GroupCommitFlusher
 from brokergroup.broker.store.message_store import MessageStore
+from brokergroup.broker.store.segments import FlushTicket
 
 
 async def wait_until(predicate: Callable[[], bool], timeout: float = 2.0) -> None:
@@ -97,6 +99,57 @@ async def test_a_real_flush_runs_in_a_worker_thread(tmp_path: Path) -> None:
     finally:
         await flusher.stop()
         store.close()
+
+
+async def test_the_flusher_fsyncs_in_its_own_thread_and_ends_it_on_stop(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s")
+    threads: list[str] = []
+    flusher = GroupCommitFlusher(store, FlushMode.SYNC, interval_ms=1, timeout_ms=5000)
+    flusher.start()
+    try:
+        real_prepare = store.prepare_flush
+
+        def prepare() -> tuple[FlushTicket, Callable[[], None]]:
+            ticket, job = real_prepare()
+
+            def traced() -> None:
+                threads.append(threading.current_thread().name)
+                job()
+
+            return ticket, traced
+
+        store.prepare_flush = prepare  # type: ignore[method-assign]
+        for i in range(3):
+            assert await flusher.wait_flushed(put(store, b"%d" % i))
+        assert threads and set(threads) == {"flusher-SYNC"}, threads
+        worker = next(t for t in threading.enumerate() if t.name == "flusher-SYNC")
+    finally:
+        await flusher.stop()
+        store.close()
+    worker.join(timeout=5)
+    assert not worker.is_alive()
+
+
+async def test_the_flush_worker_hands_an_fsync_error_to_the_flusher() -> None:
+    worker = FlushWorker("test-flush-worker")
+
+    def failing() -> None:
+        raise OSError(5, "Input/output error")
+
+    try:
+        await worker(lambda: None)
+        with pytest.raises(OSError, match="Input/output error"):
+            await worker(failing)
+
+        def broken() -> None:
+            raise ValueError("not an fsync error")
+
+        with pytest.raises(OSError, match="not an fsync error"):  # counted as a failed fsync, never as done
+            await worker(broken)
+    finally:
+        worker.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        await worker(lambda: None)
 
 
 async def test_an_offset_already_flushed_needs_no_flush(

@@ -11,6 +11,7 @@ from brokergroup.broker.ha.master_conn import Acked, Handshaked, MasterConnectio
 from brokergroup.broker.protocol.ha import (
     EpochStart,
     HAState,
+    MasterFrame,
     MasterHandshake,
     MasterTransfer,
     SlaveHandshake,
@@ -222,6 +223,50 @@ def test_a_raised_confirm_offset_reaches_a_caught_up_slave_at_once() -> None:
     assert isinstance(frame, MasterTransfer)
     assert (frame.body, frame.confirm_offset) == (b"", master.max_offset)
     assert pipe.slave.confirm_offset == master.max_offset
+
+
+def confirm_frames(frames: list[MasterFrame]) -> list[MasterTransfer]:
+    return [f for f in frames if isinstance(f, MasterTransfer) and not f.body]
+
+
+def test_under_load_the_confirm_offset_rides_on_data_frames_and_no_frame_goes_for_it_alone() -> None:
+    master = master_log((1, 3))
+    pipe = Pipe(master, FakeLog(segment_size=1024), confirm_delay_ms=5)
+    pipe.pump()
+    for step in range(1, 20):  # a put every 4 ms, confirmed 3 ms after it was sent
+        pipe.now = 4 * step
+        master.put(record())
+        pipe.pump()
+        pipe.now += 3
+        master.set_confirm_offset(master.max_offset)
+        assert pipe.mc.confirm_wake_wanted  # the first move since the last frame starts the delay ...
+        assert pipe.pump() == []
+        assert not pipe.mc.confirm_wake_wanted  # ... later moves need no wake-up
+        assert pipe.mc.next_wakeup_ms() == pipe.now + 5
+    assert confirm_frames(pipe.frames) == []
+    assert pipe.slave.confirm_offset == data_frames(pipe.frames)[-1].confirm_offset > 0
+
+
+def test_an_idle_slave_gets_the_confirm_offset_alone_after_the_delay() -> None:
+    master = master_log((1, 3))
+    pipe = Pipe(master, FakeLog(segment_size=1024), confirm_delay_ms=5)
+    pipe.pump()
+    pipe.now = 10
+    master.put(record())
+    [data] = pipe.pump()
+    assert isinstance(data, MasterTransfer) and data.body
+    pipe.now = 30
+    master.set_confirm_offset(master.max_offset)
+    assert pipe.pump() == []  # held back for a data frame ...
+    pipe.now = 34
+    assert pipe.pump() == []
+    pipe.now = 35  # ... until the delay ends
+    [alone] = pipe.pump()
+    assert isinstance(alone, MasterTransfer)
+    assert (alone.body, alone.offset, alone.confirm_offset) == (b"", master.max_offset, master.max_offset)
+    assert pipe.slave.confirm_offset == master.max_offset
+    assert pipe.mc.confirm_wake_wanted
+    assert pipe.mc.next_wakeup_ms() == 35 + 1000  # the heartbeat again
 
 
 # ---- caught-up time for the shrink rule -------------------------------------------------------------
