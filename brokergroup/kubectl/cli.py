@@ -177,7 +177,8 @@ def restart(kube: Kube, args: argparse.Namespace) -> int:
     fenced = False
     if targets.controller_pod_ordinal(bg, pod) is None:
         bg, set_name = _broker(kube, ns, name, pod)
-        handover = targets.restart_handover(bg, pod, set_name, force=args.force)
+        ready = _pod_ready(kube.pod(ns, pod))
+        handover = targets.restart_handover(bg, pod, set_name, pod_ready=ready, force=args.force)
         reply = kube.broker_statuses(ns, [pod]).get(pod)
         fenced = isinstance(reply, dict) and reply.get("adminFenced") is True
         if handover is not None:

@@ -132,30 +132,33 @@ class Kube:
         self, namespace: str, pod: str, port: int, path: str, body: Mapping[str, Any], headers: Mapping[str, str]
     ) -> tuple[int, Any]:
         """PUT a JSON body to `path` of `pod`:`port` through the API server's pod proxy: (HTTP status, reply).
-        The pod's own refusals (4xx/5xx from the pod) come back as a status, not as an error."""
-        resource = f"/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy/{path.lstrip('/')}"
+        The pod's own refusals (its JSON with a `remark`) come back as a status; the API server's as an error."""
+        what = f"PUT {path} of pod {pod}"
         try:
-            response = self.api.call_api(
-                resource,
-                "PUT",
+            request = self.api.param_serialize(
+                method="PUT",
+                resource_path="/api/v1/namespaces/{namespace}/pods/{name}/proxy/{path}",
+                path_params={"namespace": namespace, "name": f"{pod}:{port}", "path": path.lstrip("/")},
                 header_params={"Content-Type": "application/json", "Accept": "application/json", **headers},
                 body=dict(body),
                 auth_settings=["BearerToken"],
-                _preload_content=False,
-                _request_timeout=PROXY_TIMEOUT,
-            )[0]
-            status, data = response.status, response.data
+            )
+            response = self.api.call_api(*request, _request_timeout=PROXY_TIMEOUT)
+            response.read()
         except ApiException as exc:
-            if _from_pod(exc):
-                status, data = exc.status, exc.body
-            else:
-                raise refusal(f"PUT {path} of pod {pod}", exc) from None
+            raise refusal(what, exc) from None
         except urllib3.exceptions.HTTPError as exc:
-            raise PluginError(f"PUT {path} of pod {pod}: cannot reach the API server: {exc}") from None
+            raise PluginError(f"{what}: cannot reach the API server: {exc}") from None
+        status, data = int(response.status), response.data or b""
         try:
-            return int(status), json.loads(data or b"null")
+            reply = json.loads(data or b"null")
         except ValueError:
-            return int(status), {"remark": bytes(data or b"").decode(errors="replace")[:200]}
+            reply = None
+        if 200 <= status < 300 or (isinstance(reply, dict) and "remark" in reply):
+            return status, reply
+        message = reply.get("message") if isinstance(reply, dict) else bytes(data).decode(errors="replace")[:200]
+        prefix = "forbidden (RBAC): " if status == 403 else ""
+        raise PluginError(f"{what}: {prefix}{message or status}")
 
     def secret_value(self, namespace: str, secret: str, key: str, why: str) -> str:
         """One key of a Secret, for `why`; a user whose RBAC lacks Secrets gets one line saying so."""
@@ -203,15 +206,6 @@ class Kube:
                 continue
             nodes.append(controller_node(pod, reply if isinstance(reply, dict) else "unexpected reply"))
         return nodes
-
-
-def _from_pod(exc: ApiException) -> bool:
-    """An error relayed from the pod (the broker's JSON has `remark`), not the API server's own (a Status)."""
-    try:
-        body = json.loads(exc.body or "")
-    except (TypeError, ValueError):
-        return False
-    return isinstance(body, dict) and "remark" in body
 
 
 def group_selector(bg: str) -> dict[str, str]:

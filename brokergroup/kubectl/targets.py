@@ -70,18 +70,23 @@ def controller_pod_ordinal(bg: Mapping[str, Any], pod: str) -> int | None:
     return names.pod_ordinal(names.controller(name), pod)
 
 
-def restart_handover(bg: Mapping[str, Any], pod: str, set_name: str, *, force: bool = False) -> str | None:
+def restart_handover(
+    bg: Mapping[str, Any], pod: str, set_name: str, *, pod_ready: bool = True, force: bool = False
+) -> str | None:
     """Master-last: the replica to switch over to before restarting `pod` (None: `pod` is not the master).
 
     Refused (PluginError) when the set has a replica down already (unless `force`), when `pod` is the master
-    and no other replica is in sync and alive, or when the master must move while the group is paused."""
+    and no other replica is in sync and alive, or when the master must move while the group is paused.
+    `pod_ready`: whether `pod` itself is Ready (a pod that is not may be restarted when all others are)."""
     entry = set_entry(bg, set_name)
     desired, ready = entry.get("desiredReplicas"), entry.get("readyReplicas")
-    if not force and isinstance(desired, int) and isinstance(ready, int) and ready < desired:
-        raise PluginError(
-            f"set {set_name} has {ready}/{desired} replicas ready: restarting {pod} now could leave too few in "
-            "sync; wait until all are ready, or pass --force"
-        )
+    if isinstance(desired, int) and isinstance(ready, int) and not force:
+        others_down = desired - ready - (0 if pod_ready else 1)
+        if others_down > 0:
+            raise PluginError(
+                f"set {set_name} has {ready}/{desired} replicas ready: restarting {pod} now could leave too few "
+                "in sync; wait until the others are ready, or pass --force"
+            )
     if entry.get("masterPod") != pod:
         return None
     candidates = sorted(

@@ -31,6 +31,8 @@ from tests.needs import missing
 ROOT = Path(__file__).resolve().parents[3]
 BG = "bg"
 SET = f"{BG}-broker-0"
+FENCING_COMMANDS = ["fence", "restart", "unfence", "restart"]
+"""docs/operator.md's 'Fencing a broker' block, after the plugin block's six (run on running pods below)."""
 
 
 def doc_commands(path: Path, start: str, end: str) -> list[str]:
@@ -150,11 +152,19 @@ def test_documented_commands_bad_input_and_rbac(
     readme = doc_commands(ROOT / "README.md", "## Commands", "\n## ")
     documented = doc_commands(ROOT / "docs" / "operator.md", "## kubectl plugin", "\n## ")
     assert readme == ["kubectl brokergroup status bg"], readme
-    assert [c.split()[2] for c in documented] == ["status", "status", "switchover", "pause", "resume", "report"]
+    assert [c.split()[2] for c in documented] == [
+        "status",
+        "status",
+        "switchover",
+        "pause",
+        "resume",
+        "report",
+        *FENCING_COMMANDS,
+    ]
     for line in readme:
         admin.ok(line)
 
-    status_line, json_line, switch_line, pause_line, resume_line, report_line = documented
+    status_line, json_line, switch_line, pause_line, resume_line, report_line = documented[:6]
     text = admin.ok(status_line)
     assert f"BrokerGroup {namespace}/{BG}" in text
     assert f"Set {SET}  master {SET}-0" in text, text
@@ -275,3 +285,107 @@ def test_status_and_report_reach_running_controllers_through_the_pod_proxy(
     for ordinal in range(3):
         assert f"controllers/bg-controller-{ordinal}/eventlog.json" in names, sorted(names)
     assert any(n.startswith("controllers/bg-controller-0/eventlog/") for n in names), sorted(names)
+
+
+def test_fence_restart_unfence_on_running_pods(
+    control_plane: ControlPlane,
+    namespace: str,
+    kubelet: Kubelet,
+    start_operator: StartOperator,
+    dyn: DynamicClient,
+    tmp_path: Path,
+    plugin_on_path: None,
+) -> None:
+    """docs/operator.md's fencing block, literally, on pods the test kubelet runs: the fenced slave leaves its
+    master's sync-state-set and shows FENCED, stays fenced across a restart, rejoins once unfenced; restarting
+    the master switches over first. Bad input to fence, unfence and restart (an unknown group or pod, a pod of
+    another set or of no set, a user without Secrets or without delete) is one line, exit 1, nothing changed."""
+    start_operator("http://{cluster_ip}:9878")
+    apply(control_plane, namespace, manifest(BG, {"brokers": {"replicas": 2}}))
+    eventually("every pod Ready", lambda: condition(dyn, namespace, BG, "Ready").get("status") == "True", timeout=240)
+    admin = Plugin(control_plane, control_plane.admin_kubeconfig, namespace, tmp_path)
+
+    def replicas() -> dict[str, dict[str, Any]]:
+        data = json.loads(admin.ok("kubectl brokergroup status bg -o json"))
+        return {r["pod"]: {**r, "master": data["sets"][0]["master"]} for r in data["sets"][0]["replicas"]}
+
+    def settled() -> dict[str, dict[str, Any]] | None:
+        now = replicas()
+        fine = len(now) == 2 and all(
+            r["lag"] is not None and r["fenced"] is False and r["in_sync"] for r in now.values()
+        )
+        return now if fine else None
+
+    now = eventually("both brokers answer through the pod proxy, in sync", settled, timeout=120, interval=1)
+    if now[f"{SET}-0"]["master"] != f"{SET}-0":
+        admin.ok(f"kubectl brokergroup switchover bg {SET}-0")
+        eventually(
+            "bg-broker-0-0 is master",
+            lambda: (settled() or {}).get(f"{SET}-0", {}).get("master") == f"{SET}-0",
+            timeout=120,
+            interval=1,
+        )
+    text = admin.ok("kubectl brokergroup status bg")
+    assert re.search(rf"{SET}-0\s+\d+\s+master\s+yes\s+yes\s+0\s+no", text), text
+
+    def uids() -> dict[str, str]:
+        pods = control_plane.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout
+        return {p["metadata"]["name"]: p["metadata"]["uid"] for p in json.loads(pods)["items"]}
+
+    # Bad input: one line, exit 1, nothing changed (no pod restarted, nobody fenced).
+    before = uids()
+    admin.refused(f"kubectl brokergroup fence nosuch {SET}-1", "brokergroup nosuch not found")
+    admin.refused("kubectl brokergroup fence bg bg-broker-0-7", "has 2 replicas")
+    admin.refused("kubectl brokergroup unfence bg bg-controller-0", "not a broker pod of brokergroup")
+    admin.refused("kubectl brokergroup fence bg bg-broker-1-0", "not a broker pod", "sets: bg-broker-0")
+    admin.refused("kubectl brokergroup unfence bg other-broker-0-1", "not a broker pod of brokergroup")
+    admin.refused(f"kubectl brokergroup restart nosuch {SET}-1", "brokergroup nosuch not found")
+    admin.refused("kubectl brokergroup restart bg bg-broker-0-5", "has 2 replicas")
+    admin.refused("kubectl brokergroup restart bg nosuch-pod", "not a broker pod of brokergroup")
+    admin.refused("kubectl brokergroup restart bg bg-controller-7", "pod bg-controller-7 not found")
+    user = "viewer@example.com"
+    for doc in viewer_role(namespace, "bg-viewer", user, ["get", "list", "patch"]):
+        apply(control_plane, namespace, doc)
+    viewer = Plugin(control_plane, control_plane.user_kubeconfig(user), namespace, tmp_path)
+    viewer.refused(
+        f"kubectl brokergroup fence bg {SET}-1", "cannot read secret", "bg-controller-auth", "forbidden (RBAC)"
+    )
+    viewer.refused(f"kubectl brokergroup restart bg {SET}-1", "cannot delete pod", "forbidden (RBAC)")
+    assert uids() == before
+    assert not any(r["fenced"] for r in replicas().values())
+
+    # docs/operator.md's block, literally and in order.
+    fence_line, restart_fenced_line, unfence_line, restart_master_line = doc_commands(
+        ROOT / "docs" / "operator.md", "## kubectl plugin", "\n## "
+    )[6:]
+    out = admin.ok(fence_line)
+    assert f"{SET}-1 (slave) fenced" in out and f"{SET}-1 is out of the sync-state-set of {SET}" in out, out
+    fenced = eventually("status shows the fence", lambda: replicas()[f"{SET}-1"]["fenced"], timeout=60, interval=1)
+    assert fenced
+    assert re.search(rf"{SET}-1\s+\d+\s+slave\s+\S+\s+\S+\s+\S+\s+yes", admin.ok("kubectl brokergroup status bg"))
+
+    out = admin.ok(restart_fenced_line)
+    assert f"deleted pod {SET}-1" in out and "running again (fenced" in out, out
+    assert uids()[f"{SET}-1"] != before[f"{SET}-1"]
+    eventually(
+        "the restarted broker is still fenced",
+        lambda: replicas()[f"{SET}-1"]["fenced"] is True,
+        timeout=120,
+        interval=1,
+    )
+
+    out = admin.ok(unfence_line)
+    assert f"{SET}-1 (slave) unfenced" in out and f"{SET}-1 is back in the sync-state-set of {SET}" in out, out
+    eventually("all ready and in sync", settled, timeout=120, interval=1)
+    eventually(
+        "the operator counts both ready",
+        lambda: brokergroup(dyn, namespace, BG)["status"]["brokerSets"][0].get("readyReplicas") == 2,
+        timeout=60,
+    )
+
+    out = admin.ok(restart_master_line)
+    steps = out.strip().splitlines()
+    assert f"{SET}-0 is the master of {SET}: switching over to {SET}-1 first" in steps[0], out
+    assert any("operator answered: Elected" in s for s in steps), out
+    assert f"deleted pod {SET}-0" in out and "Ready again: restart done" in steps[-1], out
+    assert roles(dyn, namespace, SET)[f"{SET}-1"] == "master"
