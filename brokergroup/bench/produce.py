@@ -21,6 +21,14 @@ Phases, per mode, each with its own topic (queue 0):
 - batched: `--messages` messages in binary batch bodies (`application/x-brokergroup-batch`) of
   `--batch` messages each, `--concurrency` producers, same discipline.
 
+Protocols (`--protocol`): `binary` (default) sends both phases over the broker's binary client port
+(`brokergroup.broker.binary_client`: length-prefixed frames, pipelined on one connection, the same batch
+encoding for one message or many); `http` sends single messages as JSON and batches as binary batch
+bodies over the HTTP API; `both` runs every phase over each protocol in turn on the same broker set
+(binary, http, binary, http, ...), so the two are compared under the same load. Each phase reports
+`cpu_ms_per_message`: the CPU seconds of every process of the group (3 brokers, 3 controllers) and of
+the client, summed, per message.
+
 Latency is per request, as the client sees it (encoding, HTTP, put, flush, replica acks,
 decoding). MB/s counts message bodies only (10^6 bytes). The client runs in this process on the
 same machine, so it competes for the same cores; CPU use of every process is reported per phase.
@@ -54,7 +62,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from brokergroup.bench import socket_baseline
 from brokergroup.bench.stats import machine, summarize
 from brokergroup.broker import wire
+from brokergroup.broker.binary_client import BinaryLinks, BinaryProducer
 from brokergroup.broker.client import MasterFinder, ProduceError, Producer
+from brokergroup.common import eventloop
 from brokergroup.controller.client import ControllerClient
 from brokergroup.controller.codes import ControllerError
 from brokergroup.local.brokers import BrokerSet
@@ -105,6 +115,7 @@ class Params:
     warmup: int
     baseline_seconds: float
     profile_dir: Path | None
+    protocols: list[str] = dataclasses.field(default_factory=lambda: ["binary"])
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -118,6 +129,7 @@ class Params:
             "replicas": 3,
             "controllers": 3,
             "profiled": self.profile_dir is not None,
+            "protocols": self.protocols,
         }
 
 
@@ -137,6 +149,12 @@ def add_parser(kinds: Any) -> None:
     p.add_argument("--batch", type=int, default=32, help="messages per request in the batched phase")
     p.add_argument("--concurrency", type=int, default=8, help="producers, each with one request in flight")
     p.add_argument("--modes", default="sync,async", help="comma-separated: sync, async")
+    p.add_argument(
+        "--protocol",
+        choices=["binary", "http", "both"],
+        default="binary",
+        help="the brokers' binary client port (default), the HTTP API, or both alternately in one run",
+    )
     p.add_argument("--warmup", type=int, default=200, help="unmeasured requests before each phase")
     p.add_argument("--baseline-seconds", type=float, default=3.0, help="duration of each socket-baseline phase")
     p.add_argument(
@@ -184,6 +202,7 @@ def validate(args: argparse.Namespace) -> Params | str:
         warmup=args.warmup,
         baseline_seconds=args.baseline_seconds,
         profile_dir=args.profile,
+        protocols=["binary", "http"] if args.protocol == "both" else [args.protocol],
     )
 
 
@@ -196,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
         params.profile_dir.mkdir(parents=True, exist_ok=True)
     console = Console(stderr=True)
     try:
-        result = asyncio.run(bench(params, console))
+        result = eventloop.run(bench(params, console))
     except (BenchError, TimeoutError, ProduceError) as exc:
         print(f"brokergroup bench produce: {exc}", file=sys.stderr)
         return 1
@@ -382,9 +401,11 @@ def phase_result(
     out = summarize(latencies, elapsed)
     out["requests"] = out.pop("ops")
     out["requests_per_s"] = out.pop("ops_per_s")
+    cpu_seconds = float(cpu.get("total", 0.0)) / 100 * elapsed
     return {
         "messages": messages,
         "msgs_per_s": round(messages / elapsed, 1),
+        "cpu_ms_per_message": round(1000 * cpu_seconds / messages, 4) if messages else None,
         "mb_per_s": round(messages * size / elapsed / 1e6, 2),
         **out,
         "retries": retries,
@@ -551,41 +572,63 @@ async def bench_mode(
             def finder() -> MasterFinder:
                 return MasterFinder(broker_name=name, controller=controller)
 
+            links = BinaryLinks(session)
             singles = [Producer(finder(), session=session) for _ in range(params.concurrency)]
             batchers = [BatchProducer(finder(), session) for _ in range(params.concurrency)]
+            binaries = [BinaryProducer(finder(), links=links) for _ in range(params.concurrency)]
 
-            def single_ops(topic: str) -> list[Callable[[int], Awaitable[int]]]:
-                def op(producer: Producer) -> Callable[[int], Awaitable[int]]:
+            def single_ops(topic: str, protocol: str) -> list[Callable[[int], Awaitable[int]]]:
+                def op(producer: Producer | BinaryProducer) -> Callable[[int], Awaitable[int]]:
                     async def send(_i: int) -> int:
                         return (await producer.send(topic, [body])).attempts
 
                     return send
 
-                return [op(p) for p in singles]
+                return [op(p) for p in (binaries if protocol == "binary" else singles)]
 
-            def batch_ops(topic: str, total: int) -> list[Callable[[int], Awaitable[int]]]:
+            def batch_ops(topic: str, total: int, protocol: str) -> list[Callable[[int], Awaitable[int]]]:
                 def op(sender: BatchProducer) -> Callable[[int], Awaitable[int]]:
                     async def send(i: int) -> int:
                         return await sender.send(topic, [body] * min(params.batch, total - i * params.batch))
 
                     return send
 
+                def binary_op(sender: BinaryProducer) -> Callable[[int], Awaitable[int]]:
+                    async def send(i: int) -> int:
+                        bodies = [body] * min(params.batch, total - i * params.batch)
+                        return (await sender.send(topic, bodies)).attempts
+
+                    return send
+
+                if protocol == "binary":
+                    return [binary_op(s) for s in binaries]
                 return [op(s) for s in batchers]
 
+            def key(phase: str, protocol: str) -> str:
+                return phase if params.protocols == [protocol] else f"{phase}_{protocol}"
+
             phases = [
-                ("single", params.messages, 1, single_ops("bench-single")),
+                (key("single", p), params.messages, 1, single_ops(f"bench-{key('single', p)}", p), p)
+                for p in params.protocols
+            ] + [
                 (
-                    "batched",
+                    key("batched", p),
                     -(-params.messages // params.batch),
                     params.batch,
-                    batch_ops("bench-batch", params.messages),
-                ),
+                    batch_ops(f"bench-{key('batched', p)}", params.messages, p),
+                    p,
+                )
+                for p in params.protocols
             ]
             profiles: dict[str, Any] = {}
-            for phase, requests, per_request, workers in phases:
+            for phase, requests, per_request, workers, protocol in phases:
                 if params.warmup:
                     with step(progress, f"{mode} {phase}: {params.warmup} warm-up requests"):
-                        warm = single_ops("bench-warmup") if phase == "single" else batch_ops("bench-warmup", 2**62)
+                        warm = (
+                            single_ops("bench-warmup", protocol)
+                            if phase.startswith("single")
+                            else batch_ops("bench-warmup", 2**62, protocol)
+                        )
                         await drive(params.warmup, warm, lambda: None)
                 spies: dict[str, PySpy] = {}
                 if params.profile_dir is not None:
@@ -602,9 +645,11 @@ async def bench_mode(
                 results[phase] = phase_result(
                     latencies, elapsed, messages=params.messages, size=params.size, retries=retries, cpu=cpu
                 )
+                results[phase]["protocol"] = protocol
                 if spies:
                     profiles[phase] = {role: await asyncio.to_thread(spy.stop) for role, spy in spies.items()}
-            expected = {"bench-single": params.messages, "bench-batch": params.messages}
+            links.close()
+            expected = {f"bench-{phase}": params.messages for phase, *_ in phases}
             results["check"] = await check_stored(brokers, master, session, expected)
             if profiles:
                 results["profile"] = profiles
@@ -729,8 +774,10 @@ async def bench(params: Params, console: Console) -> dict[str, Any]:
         "seconds": round(time.monotonic() - started, 1),
         "other_processes_max_percent": max(others, default=0.0),
         "notes": "latency is per request as the client sees it; msgs/s and MB/s count message bodies; the client "
-        "(this process) shares the machine with 3 controllers and 3 brokers; single = one JSON message per "
-        "request (base64), batched = binary batch bodies; baseline = bare asyncio TCP, length-prefixed frames of "
+        "(this process) shares the machine with 3 controllers and 3 brokers; binary = the binary client port "
+        "(one message or a batch per frame, pipelined on one connection); http: single = one JSON message per "
+        "request (base64), batched = binary batch bodies; cpu_ms_per_message = CPU of every process (brokers, "
+        "controllers, client) per message; baseline = bare asyncio TCP, length-prefixed frames of "
         "the same payload size answered by an 8-byte ack, direct and replicated (the server forwards each frame to "
         "2 follower processes and answers after both acks), no HTTP, no store, no fsync",
     }
