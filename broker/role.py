@@ -158,10 +158,15 @@ class RoleManager:
         self._sync_now = asyncio.Event()
         send_timeout = settings.controller.send_timeout_ms / 1000
         token = settings.controller.broker_token or settings.controller.admin_token
-        self._streams = [
-            HeartbeatStream(a, session=session, timeout=send_timeout, token=token)
-            for a in settings.controller.addresses
-        ]
+
+        def stream(address: str) -> HeartbeatStream:
+            return HeartbeatStream(address, session=session, timeout=send_timeout, token=token)
+
+        self._stream = stream
+        self._streams = [self._stream(a) for a in settings.controller.addresses]
+        self._beats: dict[str, asyncio.Task[None]] = {}
+        """Heartbeat loop per controller node, by address; started after registration (`_beating`)."""
+        self._beating = False
         self.on_role_change: Callable[[Role, int, int | None], None] | None = None
         """Told (role, master epoch, broker id) on every role change; `podlabels` relabels the pod. Must not block."""
         self.ready_gate: Callable[[], bool] = lambda: True
@@ -172,7 +177,7 @@ class RoleManager:
         self._tasks.append(asyncio.get_running_loop().create_task(self._run()))
 
     async def close(self) -> None:
-        tasks = [*self._tasks, *([self._follow] if self._follow else [])]
+        tasks = [*self._tasks, *self._beats.values(), *([self._follow] if self._follow else [])]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -195,7 +200,8 @@ class RoleManager:
         await self.ha.start()
         loop = asyncio.get_running_loop()
         await self._heartbeat_once()
-        self._tasks.extend(loop.create_task(self._heartbeat_loop(stream)) for stream in self._streams)
+        self._beating = True
+        self._start_beats()
         decision = Decision.of(registered)
         if registered.master_broker_id is not None:
             await self.apply(decision)
@@ -286,6 +292,35 @@ class RoleManager:
             logger.log(level, "heartbeat stream to %s refused: HTTP %s %s", stream.address, exc.status, exc.message)
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             logger.debug("heartbeat to %s failed: %s", stream.address, str(exc) or type(exc).__name__)
+
+    def set_controller_addresses(self, addresses: list[str]) -> None:
+        """The controller nodes changed (`controller_dns`): calls go to the new list, new nodes get a heartbeat
+        stream (once registered), vanished nodes' streams close."""
+        self.controller.set_addresses(addresses)
+        old = {stream.address: stream for stream in self._streams}
+        self._streams = [old.get(a) or self._stream(a) for a in self.controller.addresses]
+        kept = {stream.address for stream in self._streams}
+        loop = asyncio.get_running_loop()
+        for address, stream in old.items():
+            if address not in kept:
+                self._tasks.append(loop.create_task(self._retire(self._beats.pop(address, None), stream)))
+        if self._beating:
+            self._start_beats()
+
+    def _start_beats(self) -> None:
+        """A heartbeat loop for each stream that has none."""
+        loop = asyncio.get_running_loop()
+        for stream in self._streams:
+            if stream.address not in self._beats:
+                self._beats[stream.address] = loop.create_task(self._heartbeat_loop(stream))
+
+    @staticmethod
+    async def _retire(beats: asyncio.Task[None] | None, stream: HeartbeatStream) -> None:
+        if beats is not None:
+            beats.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beats
+        await stream.close()
 
     async def _heartbeat_loop(self, stream: HeartbeatStream) -> None:
         """Heartbeats to one controller node, on a fixed period: a node that hangs delays only its

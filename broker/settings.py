@@ -14,6 +14,8 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from brokergroup.broker.controller_addrs import split_address
+
 
 class FlushMode(enum.Enum):
     SYNC = "SYNC"
@@ -100,6 +102,13 @@ class ControllerLinkSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     addresses: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["127.0.0.1:9878"])
     """controllerAddr: controller API addresses (`;`-separated in env and flags)."""
+    dns_lookup: bool = False
+    """fetchControllerAddrByDnsLookup: each address is `name:port`, a DNS name that stands for every controller
+    node it resolves to (on Kubernetes the controllers' headless Service), resolved again every
+    `dns_lookup_interval_ms`; each resolved node gets heartbeats. A name that stops resolving keeps its last
+    addresses (and is asked again every second)."""
+    dns_lookup_interval_ms: Annotated[int, Field(ge=100, le=3_600_000)] = 120_000
+    """brokergroup: how often `dns_lookup` resolves the names again (RocketMQ: every 2 minutes)."""
     heartbeat_interval_ms: Annotated[int, Field(ge=50, le=60_000)] = 1000
     """brokerHeartbeatInterval: each controller node gets a heartbeat this often, from its own task."""
     heartbeat_send_timeout_ms: Annotated[int, Field(ge=10, le=60_000)] | None = None
@@ -144,6 +153,13 @@ class ControllerLinkSettings(BaseModel):
         if isinstance(data, dict) and isinstance(data.get("addresses"), str):
             data = {**data, "addresses": [a.strip() for a in data["addresses"].split(";") if a.strip()]}
         return data
+
+    @model_validator(mode="after")
+    def _dns_names(self) -> ControllerLinkSettings:
+        if self.dns_lookup:
+            for address in self.addresses:
+                split_address(address)  # "controller address 'x': expected name:port"
+        return self
 
     @model_validator(mode="after")
     def _lease(self) -> ControllerLinkSettings:

@@ -149,9 +149,17 @@ class ControllerClient:
         except TimeoutError:
             errors.append(f"no answer within the {timeout} s timeout")
             raise ControllerUnavailable("no controller answered: " + "; ".join(errors)) from None
-        if address is None:
+        if address is None and addr in self.addresses:  # (the list may have changed meanwhile)
             self._preferred = self.addresses.index(addr)
         return result
+
+    def set_addresses(self, addresses: Sequence[str]) -> None:
+        """Replace the nodes (a DNS name re-resolved); the node that answered last stays preferred if listed."""
+        if not addresses:
+            raise ValueError("at least one controller address is required")
+        preferred = self.addresses[self._preferred] if self._preferred < len(self.addresses) else None
+        self.addresses = [a.removeprefix("http://").rstrip("/") for a in addresses]
+        self._preferred = self.addresses.index(preferred) if preferred in self.addresses else 0
 
     async def _hedged(self, order: list[str], attempt: Any) -> tuple[str, Any]:
         """Ask `order[0]`; every `hedge_after` seconds without an answer, ask the next node too."""
