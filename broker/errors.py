@@ -6,6 +6,7 @@
 - `StoreError` and its kinds: the commit log or the epoch file refused an operation or found
   damage. `CorruptLogError` is never raised for a torn tail (that is cut on open and logged); it
   means valid data follows a damaged record, so repairing it silently would lose messages.
+  `DiskFullError`: a write refused (below the free-space threshold) or undone (ENOSPC).
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ class InvalidRecordError(StoreError):
 
 class CorruptLogError(StoreError):
     """Damage in the commit log that cannot be cut away without losing valid records after it."""
+
+
+class DiskFullError(StoreError):
+    """The store's disk is (nearly) full: nothing of the write was stored; retry once space is freed."""
 
 
 class EpochFileError(StoreError):

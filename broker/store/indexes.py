@@ -17,8 +17,11 @@ Invariants:
   record is dispatched iff its end is at or before `dispatched_offset` (the dispatch watermark);
 - entry `i` of a consume queue is the message appended with queue offset `i`, so
   `queue_max_offset <= next_queue_offset` for every queue (dispatched never runs ahead of appended);
-- queue offsets count from the first record the indexes were fed: replicas agree on them when
-  their logs start at the same offset (nothing here deletes old entries);
+- queue offsets count from the log's head state (`HeadState`, all zero for a log that was never
+  cut at its head): replicas agree on them when their logs start at the same offset, or when a
+  replica's head was cut by retention (`cut_head`), which carries each queue's count forward;
+- a consume queue holds the entries `[base, base + len)`: `cut_head` drops those before the new
+  log start and raises `base` (the queue's min offset);
 - the producer table is bounded: the last `window` (1024) sequence numbers per producer, and at
   most `max_producers` (1024) producers, evicting the least recently *appended-to* one. Worst case
   about a million remembered positions (~150 MB); a retry of a forgotten sequence is still
@@ -29,6 +32,7 @@ Invariants:
 
 from __future__ import annotations
 
+import bisect
 import collections
 from array import array
 from collections.abc import Iterable
@@ -118,6 +122,28 @@ class ProducerTable:
         appended = producer.recent.get(producer_seq) if producer is not None else None
         return Appended(appended.commit_offset, appended.size, appended.queue_offset, True) if appended else None
 
+    def restore(self, producer_id: int, last_seq: int) -> None:
+        """Remember a producer's last sequence from a head state (no positions)."""
+        producer = self._producers.setdefault(producer_id, _Producer())
+        self._producers.move_to_end(producer_id)
+        producer.last_seq = max(producer.last_seq, last_seq)
+        if len(self._producers) > self.max_producers:
+            self._producers.popitem(last=False)
+
+    def last_seqs_before(self, offset: int) -> dict[int, int]:
+        """producer_id -> the last sequence appended before `offset`, as far as the table knows
+        (least recently appended-to first). A producer whose remembered sequences all lie at or
+        after `offset` is left out: a rescan from `offset` finds them again. Never higher than
+        the truth, so a retry is never wrongly dropped as a duplicate."""
+        found: dict[int, int] = {}
+        for producer_id, producer in self._producers.items():
+            before = [seq for seq, appended in producer.recent.items() if appended.commit_offset < offset]
+            if before:
+                found[producer_id] = max(before)
+            elif not producer.recent:
+                found[producer_id] = producer.last_seq
+        return found
+
     def record(self, producer_id: int, producer_seq: int, appended: Appended) -> None:
         producer = self._producers.get(producer_id)
         if producer is None:
@@ -132,27 +158,67 @@ class ProducerTable:
             producer.recent.popitem(last=False)
 
 
+@dataclass(frozen=True, slots=True)
+class HeadState:
+    """What the records before `min_offset` (deleted by retention) leave behind: each queue's count
+    of messages before it, each group's offset as of it, and producers' last sequences before it."""
+
+    min_offset: int
+    queue_bases: dict[QueueKey, int]
+    group_offsets: dict[tuple[str, str, int], int]
+    producers: dict[int, int]
+    """producer_id -> last producer_seq, least recently appended-to first."""
+
+    @classmethod
+    def empty(cls, min_offset: int = 0) -> HeadState:
+        return cls(min_offset, {}, {}, {})
+
+
 class _ConsumeQueue:
-    """Commit offsets and sizes of dispatched messages, indexed by queue offset (compact arrays)."""
+    """Commit offsets and sizes of dispatched messages from queue offset `base` on (compact arrays)."""
 
-    __slots__ = ("offsets", "sizes")
+    __slots__ = ("base", "offsets", "sizes")
 
-    def __init__(self) -> None:
+    def __init__(self, base: int = 0) -> None:
+        self.base = base
         self.offsets = array("q")
         self.sizes = array("q")
+
+    @property
+    def end(self) -> int:
+        return self.base + len(self.offsets)
 
 
 class StoreIndexes:
     """Consume queues, append counters, producer table and group offsets (module docstring)."""
 
-    def __init__(self, *, max_producers: int = DEFAULT_MAX_PRODUCERS, seq_window: int = DEFAULT_SEQ_WINDOW) -> None:
+    def __init__(
+        self,
+        *,
+        max_producers: int = DEFAULT_MAX_PRODUCERS,
+        seq_window: int = DEFAULT_SEQ_WINDOW,
+        head: HeadState | None = None,
+        history_bucket: int = 1,
+    ) -> None:
+        head = head or HeadState.empty()
+        if history_bucket < 1:
+            raise ValueError(f"history_bucket={history_bucket} must be at least 1")
+        self._history_bucket = history_bucket
         self.producers = ProducerTable(max_producers=max_producers, window=seq_window)
-        self._next_queue_offset: dict[QueueKey, int] = {}
-        self._queues: dict[QueueKey, _ConsumeQueue] = {}
-        self._group_offsets: dict[tuple[str, str, int], int] = {}
+        for producer_id, last_seq in head.producers.items():
+            self.producers.restore(producer_id, last_seq)
+        self._next_queue_offset: dict[QueueKey, int] = dict(head.queue_bases)
+        self._queues: dict[QueueKey, _ConsumeQueue] = {k: _ConsumeQueue(b) for k, b in head.queue_bases.items()}
+        self._group_offsets: dict[tuple[str, str, int], int] = dict(head.group_offsets)
+        self._group_history: dict[tuple[str, str, int], list[tuple[int, int]]] = {
+            key: [(-1, value)] for key, value in head.group_offsets.items()
+        }
+        """Dispatched values of a group offset with the offset of its record, since the head (the
+        head's own value at -1), only the last one per `history_bucket` bytes of log (the segment
+        size): enough for `head_state` at a segment start, and bounded by the number of segments."""
         self._pending: collections.deque[tuple[RecordInfo, int | None]] = collections.deque()
-        self._appended_offset = -1
-        self._dispatched_offset = 0
+        self._appended_offset = head.min_offset
+        self._dispatched_offset = head.min_offset
 
     @classmethod
     def rebuild(
@@ -162,9 +228,12 @@ class StoreIndexes:
         dispatch_up_to: int,
         max_producers: int = DEFAULT_MAX_PRODUCERS,
         seq_window: int = DEFAULT_SEQ_WINDOW,
+        head: HeadState | None = None,
+        history_bucket: int = 1,
     ) -> StoreIndexes:
-        """Indexes of a log holding `records` (in log order), dispatched up to `dispatch_up_to`."""
-        indexes = cls(max_producers=max_producers, seq_window=seq_window)
+        """Indexes of a log holding `records` (in log order, from `head.min_offset`), dispatched up
+        to `dispatch_up_to`."""
+        indexes = cls(max_producers=max_producers, seq_window=seq_window, head=head, history_bucket=history_bucket)
         for record in records:
             indexes.append(RecordInfo.from_decoded(record))
             if record.offset + record.size <= dispatch_up_to:
@@ -211,39 +280,80 @@ class StoreIndexes:
             info, queue_offset = self._pending.popleft()
             if queue_offset is not None:
                 queue = self._queues.setdefault((info.topic, info.queue_id), _ConsumeQueue())
-                assert len(queue.offsets) == queue_offset, "dispatch follows append order"
+                assert queue.end == queue_offset, "dispatch follows append order"
                 queue.offsets.append(info.offset)
                 queue.sizes.append(info.size)
             elif info.consumer_offset is not None:
                 co = info.consumer_offset
-                self._group_offsets[(co.group, co.topic, co.queue_id)] = co.offset
+                key = (co.group, co.topic, co.queue_id)
+                self._group_offsets[key] = co.offset
+                history = self._group_history.setdefault(key, [])
+                bucket = info.offset // self._history_bucket
+                if history and history[-1][0] >= 0 and history[-1][0] // self._history_bucket == bucket:
+                    history[-1] = (info.offset, co.offset)
+                else:
+                    history.append((info.offset, co.offset))
             count += 1
         self._dispatched_offset = max(self._dispatched_offset, up_to)
         return count
 
     # -- queries over dispatched records
     def queue_min_offset(self, topic: str, queue_id: int) -> int:
-        return 0
+        """The queue offset of the oldest message still held (0 until retention cut the queue)."""
+        queue = self._queues.get((topic, queue_id))
+        return queue.base if queue is not None else 0
 
     def queue_max_offset(self, topic: str, queue_id: int) -> int:
         """The queue offset one past the last visible message (0 for an unknown queue)."""
         queue = self._queues.get((topic, queue_id))
-        return len(queue.offsets) if queue is not None else 0
+        return queue.end if queue is not None else 0
 
     def entries(self, topic: str, queue_id: int, queue_offset: int, max_count: int) -> list[QueueEntry]:
-        """Up to `max_count` visible messages of a queue from `queue_offset` on."""
+        """Up to `max_count` visible messages of a queue from `queue_offset` on (none below its min)."""
         queue = self._queues.get((topic, queue_id))
-        if queue is None or queue_offset < 0:
+        if queue is None or queue_offset < queue.base:
             return []
-        stop = min(len(queue.offsets), queue_offset + max_count)
-        return [QueueEntry(i, queue.offsets[i], queue.sizes[i]) for i in range(queue_offset, stop)]
+        first = queue_offset - queue.base
+        stop = min(len(queue.offsets), first + max_count)
+        return [QueueEntry(queue.base + i, queue.offsets[i], queue.sizes[i]) for i in range(first, stop)]
 
     def consumer_offset(self, group: str, topic: str, queue_id: int) -> int | None:
         return self._group_offsets.get((group, topic, queue_id))
 
     def topics(self) -> dict[str, list[int]]:
-        """Topic -> sorted queue ids that hold visible messages."""
+        """Topic -> sorted queue ids that hold (or held, before retention) visible messages."""
         found: dict[str, list[int]] = {}
         for topic, queue_id in sorted(self._queues):
             found.setdefault(topic, []).append(queue_id)
         return found
+
+    # -- retention
+    def head_state(self, min_offset: int) -> HeadState:
+        """The state the records before `min_offset` leave behind; `min_offset` must be dispatched
+        (retention deletes only confirmed segments) and a multiple of `history_bucket`."""
+        if min_offset > self._dispatched_offset:
+            raise ValueError(f"min_offset={min_offset} is beyond the dispatched offset={self._dispatched_offset}")
+        if min_offset % self._history_bucket:
+            raise ValueError(f"min_offset={min_offset} is not a multiple of history_bucket={self._history_bucket}")
+        bases = {key: queue.base + bisect.bisect_left(queue.offsets, min_offset) for key, queue in self._queues.items()}
+        groups: dict[tuple[str, str, int], int] = {}
+        for key, history in self._group_history.items():
+            before = [value for offset, value in history if offset < min_offset]
+            if before:
+                groups[key] = before[-1]
+        return HeadState(min_offset, bases, groups, self.producers.last_seqs_before(min_offset))
+
+    def cut_head(self, head: HeadState) -> None:
+        """Forget the consume-queue entries and group-offset history before `head.min_offset`."""
+        for key, base in head.queue_bases.items():
+            queue = self._queues.get(key)
+            if queue is None or base <= queue.base:
+                continue
+            drop = base - queue.base
+            del queue.offsets[:drop], queue.sizes[:drop]
+            queue.base = base
+        for group_key, history in self._group_history.items():
+            keep = [(offset, value) for offset, value in history if offset >= head.min_offset]
+            if group_key in head.group_offsets:
+                keep.insert(0, (-1, head.group_offsets[group_key]))
+            history[:] = keep

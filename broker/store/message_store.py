@@ -2,8 +2,8 @@
 
 `MessageStore` implements `ReplicatedLog` (types.py) for replication, and the producer/consumer
 API. Files under the store directory: `commitlog/` (segments.py), `epochFileCheckpoint` (+`.bak`,
-epoch.py), `confirm.checkpoint` (checkpoint.py). Not thread-safe: one owner calls it; only the
-job from `prepare_flush()` may run in another thread.
+epoch.py), `confirm.checkpoint` (checkpoint.py), `head.state` (head.py, once retention ran). Not
+thread-safe: one owner calls it; only the job from `prepare_flush()` may run in another thread.
 
 Invariants:
 
@@ -23,6 +23,20 @@ Invariants:
   flushed: `CommitLog` fsyncs the tail it recovered (a kill -9 leaves unsynced bytes in the page
   cache, which a later power loss would drop).
 
+Retention (`apply_retention`, `delete_head`; policy in retention.py): deleting head segments takes
+four steps, each safe to interrupt (kill -9) because opening the store finishes it: (1) the confirm
+checkpoint is written (it covers the new start) and the head state at the new start goes to
+`head.state` (queue bases, group offsets and producer sequences of the records to delete);
+(2) segments are unlinked, oldest first (segments.py); (3) the folder is fsynced; (4) the epoch
+entries that end at or before the new start are dropped (RocketMQ's truncatePrefixByOffset; the
+last entry always stays, so the election ranking, by max offset and epoch, is unchanged). Open:
+a head state ahead of the log's start re-applies (2)-(4). Consumers then see each queue start at
+its base (`queue_min_offset`); group offsets below it read as the base (they move up).
+
+A full disk (diskspace.py): puts are refused with `DiskFullError` before anything is written
+while free space is below `min_free_disk_bytes`; a write that fails anyway (ENOSPC) is undone
+by the log and reported the same way. Replicated appends are not refused by the threshold.
+
 Costs: opening and `truncate` rescan the whole log to rebuild the indexes (O(log size); truncation
 happens only on a role change or a slave's re-handshake). The confirm checkpoint is written at
 most every 200 ms by `set_confirm_offset` (plus `flush_checkpoint()`, `flush()`, `close()`); after
@@ -39,12 +53,14 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from brokergroup.broker.errors import CorruptLogError
+from brokergroup.broker.errors import CorruptLogError, DiskFullError
 from brokergroup.broker.settings import FlushMode, StoreSettings
-from brokergroup.broker.store import put_plan
+from brokergroup.broker.store import put_plan, retention
 from brokergroup.broker.store.checkpoint import ConfirmCheckpoint
+from brokergroup.broker.store.diskspace import DiskSpace
 from brokergroup.broker.store.epoch import EpochCache, EpochEntry
-from brokergroup.broker.store.indexes import DEFAULT_MAX_PRODUCERS, RecordInfo, StoreIndexes
+from brokergroup.broker.store.head import HeadFile
+from brokergroup.broker.store.indexes import DEFAULT_MAX_PRODUCERS, HeadState, RecordInfo, StoreIndexes
 from brokergroup.broker.store.record import Blank, ConsumerOffset, DecodedRecord, RecordKind, decode_record
 from brokergroup.broker.store.segments import CommitLog, FlushTicket, MemoryLog, SegmentedLog
 from brokergroup.broker.store.types import Appended, Message, PutResult, StoredMessage
@@ -56,6 +72,13 @@ SCAN_CHUNK: Final = 1024 * 1024
 COMMITLOG_DIR: Final = "commitlog"
 EPOCH_FILE: Final = "epochFileCheckpoint"
 CONFIRM_FILE: Final = "confirm.checkpoint"
+HEAD_FILE: Final = "head.state"
+STEP_HEAD_WRITTEN: Final = "retention:head-written"
+STEP_EPOCHS_CUT: Final = "retention:epochs-cut"
+
+
+def _no_step(_step: str) -> None:
+    pass
 
 
 def scan_records(log: SegmentedLog, start: int) -> Iterator[DecodedRecord]:
@@ -91,6 +114,9 @@ class MessageStore:
         settings: StoreSettings,
         clock: Callable[[], float] = time.monotonic,
         max_producers: int = DEFAULT_MAX_PRODUCERS,
+        head_file: HeadFile | None = None,
+        disk: DiskSpace | None = None,
+        step_hook: Callable[[str], None] = _no_step,
     ) -> None:
         self._log = log
         self._epochs = epochs
@@ -98,9 +124,14 @@ class MessageStore:
         self.settings = settings
         self._clock = clock
         self._max_producers = max_producers
+        self._head_file = head_file or HeadFile(None)
+        self._disk = disk or DiskSpace(None, 0)
+        self._step = step_hook
         self._listeners: list[Callable[[int], None]] = []
         self._flush_listeners: list[Callable[[int], None]] = []
+        self._head = self._recover_head()
         self._epochs.truncate_suffix_by_offset(log.max_offset + 1)  # crash between log and epoch truncation
+        self._epochs.truncate_prefix_by_offset(log.min_offset)  # crash between segment and epoch deletion
         persisted = checkpoint.read()
         confirm = min(max(persisted if persisted is not None else log.min_offset, log.min_offset), log.max_offset)
         if persisted is not None and persisted != confirm:
@@ -121,9 +152,11 @@ class MessageStore:
         memory: bool = False,
         clock: Callable[[], float] = time.monotonic,
         max_producers: int = DEFAULT_MAX_PRODUCERS,
+        step_hook: Callable[[str], None] = _no_step,
     ) -> MessageStore:
         """Open (recovering) or create the store in `directory`; `memory=True` keeps it all in
-        memory (MemoryLog, epochs and checkpoint without files) and ignores `directory`."""
+        memory (MemoryLog, epochs and checkpoint without files) and ignores `directory`.
+        `step_hook` is called after each step of a truncation or a retention deletion (tests)."""
         if memory:
             log: SegmentedLog = MemoryLog(segment_size=settings.segment_size, max_body=settings.max_message_size)
             return cls(
@@ -135,7 +168,12 @@ class MessageStore:
                 max_producers=max_producers,
             )
         root = Path(directory)
-        log = CommitLog(root / COMMITLOG_DIR, segment_size=settings.segment_size, max_body=settings.max_message_size)
+        log = CommitLog(
+            root / COMMITLOG_DIR,
+            segment_size=settings.segment_size,
+            max_body=settings.max_message_size,
+            step_hook=step_hook,
+        )
         try:
             return cls(
                 log=log,
@@ -144,16 +182,42 @@ class MessageStore:
                 settings=settings,
                 clock=clock,
                 max_producers=max_producers,
+                head_file=HeadFile(root / HEAD_FILE),
+                disk=DiskSpace(root, settings.min_free_disk_bytes),
+                step_hook=step_hook,
             )
         except BaseException:
             log.close()
             raise
+
+    def _recover_head(self) -> HeadState:
+        """The head state, after finishing a retention deletion or a slave's restart that a crash
+        interrupted (the head state is always written first)."""
+        head, log = self._head_file.read(), self._log
+        if head is None:
+            return HeadState.empty(log.min_offset)
+        if head.min_offset == log.min_offset:
+            return head
+        if log.max_offset == log.min_offset:  # nothing to keep: the log restarts where the head is
+            logger.warning("empty log at offset=%d restarted at its head offset=%d", log.min_offset, head.min_offset)
+            log.reset(head.min_offset)
+        elif head.min_offset > log.min_offset and head.min_offset in log.segment_starts:
+            logger.warning("finishing the deletion of the segments before offset=%d", head.min_offset)
+            log.delete_head(head.min_offset)
+        else:
+            raise CorruptLogError(
+                f"the head state starts at offset={head.min_offset}, the commit log at {log.min_offset} and ends at "
+                f"{log.max_offset}: segments are missing or the head state belongs to another log"
+            )
+        return head
 
     def _rebuild(self) -> StoreIndexes:
         return StoreIndexes.rebuild(
             scan_records(self._log, self._log.min_offset),
             dispatch_up_to=self._confirm,
             max_producers=self._max_producers,
+            head=self._head,
+            history_bucket=self._log.segment_size,
         )
 
     # -- ReplicatedLog: offsets, epochs, raw bytes
@@ -247,7 +311,7 @@ class MessageStore:
         before = self._log.max_offset
         verdicts = put_plan.plan_duplicates(messages, self._indexes.producers)
         fresh = [i for i, verdict in enumerate(verdicts) if isinstance(verdict, put_plan.New)]
-        placed = self._log.append([records[i] for i in fresh])
+        placed = self._append([records[i] for i in fresh]) if fresh else []
         results: dict[int, Appended] = {}
         for index, (offset, size) in zip(fresh, placed, strict=True):
             message = messages[index]
@@ -281,7 +345,7 @@ class MessageStore:
         record = put_plan.encode_offset_commit(
             group=group, topic=topic, queue_id=queue_id, offset=offset, now_ms=now_ms
         )
-        [(position, size)] = self._log.append([record])
+        [(position, size)] = self._append([record])
         info = RecordInfo(
             offset=position,
             size=size,
@@ -294,11 +358,35 @@ class MessageStore:
         self._appended()
         return PutResult((appended,), position + size)
 
+    def disk_full(self) -> str | None:
+        """Why puts are refused for lack of disk space now, or None."""
+        return self._disk.full()
+
+    def _append(self, records: Sequence[bytes]) -> list[tuple[int, int]]:
+        full = self._disk.full()
+        if full is not None:
+            raise DiskFullError(full)
+        try:
+            return self._log.append(records)
+        except OSError as error:  # the log undid the partial write
+            raise DiskFullError(f"write failed and was undone: {error}") from error
+
     # -- slave: replicated appends and truncation
     def append_raw(self, offset: int, data: bytes) -> None:
         """Append whole records replicated from the master (see `SegmentedLog.append_raw`)."""
         rebase = bool(data) and self._log.max_offset == self._log.min_offset and offset != self._log.max_offset
-        self._log.append_raw(offset, data)
+        if rebase:  # the head state first: a crash before the new data lands restarts the log there
+            previous, self._head = self._head, HeadState.empty(offset)
+            self._head_file.write(self._head)
+        try:
+            self._log.append_raw(offset, data)
+        except OSError as error:
+            raise DiskFullError(f"replicated write failed and was undone: {error}") from error
+        except BaseException:
+            if rebase and self._log.min_offset != offset:
+                self._head = previous
+                self._head_file.write(previous)
+            raise
         if not data:
             return
         if rebase:  # an empty log restarted at the master's first segment
@@ -366,7 +454,53 @@ class MessageStore:
         return self._indexes.queue_max_offset(topic, queue_id)
 
     def consumer_offset(self, group: str, topic: str, queue_id: int) -> int | None:
-        return self._indexes.consumer_offset(group, topic, queue_id)
+        """The group's committed offset, moved up to the queue's min offset if retention deleted
+        the messages below it (None: never committed)."""
+        offset = self._indexes.consumer_offset(group, topic, queue_id)
+        return None if offset is None else max(offset, self._indexes.queue_min_offset(topic, queue_id))
+
+    # -- retention
+    def apply_retention(self, now: float | None = None) -> int:
+        """Delete the head segments the settings' retention allows (retention.py); returns how
+        many. `now`: wall-clock seconds (time.time), compared with segment mtimes."""
+        policy = retention.RetentionPolicy(
+            max_age_s=self.settings.retention_ms / 1000 if self.settings.retention_ms is not None else None,
+            max_bytes=self.settings.retention_bytes,
+        )
+        if not policy.enabled:
+            return 0
+        new_min = retention.new_min_offset(
+            self._log.segment_starts,
+            self._log.segment_mtimes(),
+            segment_size=self._log.segment_size,
+            max_offset=self._log.max_offset,
+            safe_offset=min(self._confirm, self.flushed_offset, self._indexes.dispatched_offset),
+            now=time.time() if now is None else now,
+            policy=policy,
+        )
+        return self.delete_head(new_min) if new_min is not None else 0
+
+    def delete_head(self, offset: int) -> int:
+        """Delete the segments before `offset` (a segment start at or below the confirm offset),
+        crash-safely (module docstring); returns how many."""
+        if offset <= self._log.min_offset:
+            return 0
+        if offset > min(self._confirm, self.flushed_offset) or offset not in self._log.segment_starts:
+            raise ValueError(
+                f"cannot delete the log before offset={offset}: not a segment start at or below the confirm "
+                f"offset={self._confirm} and the flushed offset={self.flushed_offset}"
+            )
+        self.flush_checkpoint()
+        head = self._indexes.head_state(offset)
+        self._head_file.write(head)
+        self._step(STEP_HEAD_WRITTEN)
+        deleted = self._log.delete_head(offset)
+        self._head = head
+        self._indexes.cut_head(head)
+        self._epochs.truncate_prefix_by_offset(offset)
+        self._step(STEP_EPOCHS_CUT)
+        logger.info("retention deleted %d segment(s); the log now starts at offset=%d", deleted, offset)
+        return deleted
 
     def topics(self) -> dict[str, list[int]]:
         """Topic -> queue ids holding visible messages."""
@@ -405,6 +539,7 @@ class MessageStore:
             "confirmOffset": self.confirm_offset,
             "dispatchedOffset": self.dispatched_offset,
             "flushedOffset": self.flushed_offset,
+            "diskFull": self._disk.full(),
             "topics": len(self.topics()),
             "epochs": [
                 {"epoch": e.epoch, "startOffset": e.start_offset, "endOffset": e.end_offset}

@@ -28,6 +28,17 @@ cut the segment holding `offset`, fsync it and the directory; (3) remove the mar
 log whose marker exists re-applies step 2 before anything else, so a kill -9 (or a lost, unsynced
 truncate) at any point never resurrects the cut bytes. `step_hook` is a seam for tests: it is
 called with each `STEP_*` name as the step completes; raising from it simulates a crash there.
+
+Retention (`delete_head(offset)`): whole segments before `offset` (a segment start, never past the
+last segment) are unlinked from the oldest on, then the directory is fsynced. Deleting from the
+oldest keeps the remaining segments contiguous after a crash at any point; the caller (the message
+store) records `offset` in its head-state file *first* and calls `delete_head` again on open, so
+an interrupted deletion is finished. `reset(offset)` drops every segment and restarts the empty
+log at `offset` (a new slave starting where its master's log starts).
+
+A full disk: a write that fails (ENOSPC, EIO) is undone before the error propagates: the segment
+is cut back to its previous size and a segment created by the failed write is removed, so the
+log's files and its offsets stay as before the call; nothing half-written is left to recovery.
 """
 
 from __future__ import annotations
@@ -37,6 +48,7 @@ import bisect
 import logging
 import os
 import re
+import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -69,6 +81,8 @@ STEP_SEGMENT_DELETED: Final = "truncate:segment-deleted"
 STEP_TAIL_CUT: Final = "truncate:tail-cut"
 STEP_SYNCED: Final = "truncate:synced"
 STEP_MARKER_REMOVED: Final = "truncate:marker-removed"
+STEP_HEAD_SEGMENT_DELETED: Final = "retention:segment-deleted"
+STEP_HEAD_SYNCED: Final = "retention:synced"
 _SEGMENT_NAME = re.compile(r"[0-9]{20}")
 
 Chunk = tuple[int, int, bytes]
@@ -121,6 +135,26 @@ class SegmentedLog(abc.ABC):
 
     @abc.abstractmethod
     def _drop_all(self) -> None: ...
+
+    @abc.abstractmethod
+    def _drop_first(self) -> None:
+        """Delete the oldest segment from storage and from `_starts`/`_sizes`."""
+
+    @abc.abstractmethod
+    def _after_head_deleted(self) -> None:
+        """Make the deletions of `delete_head` durable."""
+
+    @abc.abstractmethod
+    def _undo(self, index: int, size: int) -> None:
+        """Cut segment `index` back to `size` bytes after a failed write (storage only)."""
+
+    @abc.abstractmethod
+    def _discard_created(self) -> None:
+        """Remove the newest segment, created by a write that failed, from storage and `_starts`/`_sizes`."""
+
+    @abc.abstractmethod
+    def segment_mtimes(self) -> list[float]:
+        """Each segment's last write, as wall-clock seconds (time.time), oldest segment first."""
 
     @abc.abstractmethod
     def flush(self) -> None: ...
@@ -226,12 +260,51 @@ class SegmentedLog(abc.ABC):
             position += item.size
             used += item.size
         if rebase:
-            self._drop_all()
-            self._base = self._flushed = offset
-            self._generation += 1
+            self.reset(offset)
         self._write(chunks)
 
+    def reset(self, offset: int) -> None:
+        """Drop every segment: the log is empty at `offset` (a multiple of the segment size)."""
+        if offset < 0 or offset % self.segment_size:
+            raise StoreError(f"reset to offset={offset}: not a multiple of segment_size={self.segment_size}")
+        self._drop_all()
+        self._base = self._flushed = offset
+        self._generation += 1
+
+    @property
+    def segment_starts(self) -> tuple[int, ...]:
+        return tuple(self._starts)
+
+    def delete_head(self, offset: int) -> int:
+        """Delete, oldest first, the segments before `offset`, a segment start (see the module
+        docstring); returns how many were deleted."""
+        if offset <= self.min_offset:
+            return 0
+        if offset not in self._starts:
+            raise StoreError(f"delete_head to offset={offset}: not the start of a segment after the first")
+        deleted = 0
+        while self._starts[0] < offset:
+            self._drop_first()
+            deleted += 1
+        self._after_head_deleted()
+        self._flushed = max(self._flushed, self.min_offset)
+        return deleted
+
     def _write(self, chunks: Sequence[Chunk]) -> None:
+        """Write all chunks, or (the write failed: a full disk) none: undone, then re-raised."""
+        count, size = len(self._starts), self._sizes[-1] if self._starts else 0
+        try:
+            self._write_chunks(chunks)
+        except OSError:
+            while len(self._starts) > count:
+                self._discard_created()
+            if self._starts:
+                self._undo(len(self._starts) - 1, size)
+                self._sizes[-1] = size
+            self._flushed = min(self._flushed, self.max_offset)
+            raise
+
+    def _write_chunks(self, chunks: Sequence[Chunk]) -> None:
         for start, position, data in chunks:
             if not self._starts or start > self._starts[-1]:
                 if self._starts:
@@ -303,15 +376,40 @@ class SegmentedLog(abc.ABC):
 class MemoryLog(SegmentedLog):
     """The commit log in memory, same placement and offsets; for replication tests."""
 
-    def __init__(self, *, segment_size: int = DEFAULT_SEGMENT_SIZE, max_body: int = DEFAULT_MAX_BODY) -> None:
+    def __init__(
+        self,
+        *,
+        segment_size: int = DEFAULT_SEGMENT_SIZE,
+        max_body: int = DEFAULT_MAX_BODY,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
         super().__init__(segment_size=segment_size, max_body=max_body)
         self._data: list[bytearray] = []
+        self._mtimes: list[float] = []
+        self._wall_clock = wall_clock
 
     def _create(self, start: int) -> None:
         self._data.append(bytearray())
+        self._mtimes.append(self._wall_clock())
 
     def _pwrite(self, index: int, position: int, data: bytes) -> None:
         self._data[index][position:] = data
+        self._mtimes[index] = self._wall_clock()
+
+    def _drop_first(self) -> None:
+        del self._starts[0], self._sizes[0], self._data[0], self._mtimes[0]
+
+    def _after_head_deleted(self) -> None:
+        pass
+
+    def _undo(self, index: int, size: int) -> None:
+        del self._data[index][size:]
+
+    def _discard_created(self) -> None:
+        del self._starts[-1], self._sizes[-1], self._data[-1], self._mtimes[-1]
+
+    def segment_mtimes(self) -> list[float]:
+        return list(self._mtimes)
 
     def _pread(self, index: int, position: int, size: int) -> bytes:
         return bytes(self._data[index][position : position + size])
@@ -321,12 +419,12 @@ class MemoryLog(SegmentedLog):
 
     def _cut(self, offset: int) -> None:
         index = bisect.bisect_right(self._starts, offset) - 1
-        del self._starts[index + 1 :], self._sizes[index + 1 :], self._data[index + 1 :]
+        del self._starts[index + 1 :], self._sizes[index + 1 :], self._data[index + 1 :], self._mtimes[index + 1 :]
         self._sizes[index] = offset - self._starts[index]
         del self._data[index][self._sizes[index] :]
 
     def _drop_all(self) -> None:
-        self._starts, self._sizes, self._data = [], [], []
+        self._starts, self._sizes, self._data, self._mtimes = [], [], [], []
 
     def flush(self) -> None:
         self._flushed = self.max_offset
@@ -426,8 +524,14 @@ class CommitLog(SegmentedLog):
 
     # -- storage
     def _create(self, start: int) -> None:
-        self._fds.append(os.open(self._path(start), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644))
-        self._fsync_dir()
+        fd = os.open(self._path(start), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            self._fsync_dir()
+        except OSError:
+            os.close(fd)
+            self._path(start).unlink()
+            raise
+        self._fds.append(fd)
 
     def _pwrite(self, index: int, position: int, data: bytes) -> None:
         view = memoryview(data)
@@ -474,6 +578,27 @@ class CommitLog(SegmentedLog):
             self._path(start).unlink()
         self._fds, self._starts, self._sizes = [], [], []
         self._fsync_dir()
+
+    def _drop_first(self) -> None:
+        os.close(self._fds.pop(0))
+        self._path(self._starts.pop(0)).unlink()
+        self._sizes.pop(0)
+        self._step(STEP_HEAD_SEGMENT_DELETED)
+
+    def _after_head_deleted(self) -> None:
+        self._fsync_dir()
+        self._step(STEP_HEAD_SYNCED)
+
+    def _undo(self, index: int, size: int) -> None:
+        os.ftruncate(self._fds[index], size)
+
+    def _discard_created(self) -> None:
+        os.close(self._fds.pop())
+        self._path(self._starts.pop()).unlink()
+        self._sizes.pop()
+
+    def segment_mtimes(self) -> list[float]:
+        return [os.fstat(fd).st_mtime for fd in self._fds]
 
     def _cut(self, offset: int) -> None:
         self._write_marker(offset)

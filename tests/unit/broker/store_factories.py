@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from brokergroup.broker.settings import StoreSettings
 from brokergroup.broker.store.message_store import MessageStore
@@ -44,7 +45,7 @@ def msg(
 
 
 def open_store(
-    directory: Path, *, memory: bool = False, clock: Callable[[], float] | None = None, **kwargs: int
+    directory: Path, *, memory: bool = False, clock: Callable[[], float] | None = None, **kwargs: Any
 ) -> MessageStore:
     return MessageStore.open(directory, SETTINGS, memory=memory, clock=clock or FakeClock(), **kwargs)
 

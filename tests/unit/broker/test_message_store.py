@@ -190,6 +190,7 @@ def test_status_reports_offsets_and_epochs(store: MessageStore) -> None:
         "confirmOffset": store.max_offset,
         "dispatchedOffset": store.max_offset,
         "flushedOffset": store.max_offset,
+        "diskFull": None,
         "topics": 1,
         "epochs": [{"epoch": 1, "startOffset": 0, "endOffset": 2**63 - 1}],
     }

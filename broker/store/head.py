@@ -1,0 +1,109 @@
+"""The head-state file: what the segments deleted by retention leave behind (`indexes.HeadState`).
+
+Retention deletes whole segments from the log's head. The records in them still count: queue
+offsets continue from them, consumer groups' offsets and idempotent producers' sequences were set
+by them. Before any segment is deleted, their sum (the `HeadState` at the new first segment's
+start) is written here; opening the store rebuilds its indexes from it and the records after it.
+
+File format ('\\n' the only separator; JSON holds no raw newline)::
+
+    <crc32>\\n     zlib CRC-32 of the JSON line below, newline included, decimal
+    <json>\\n      {"minOffset": int, "queues": [[topic, queueId, base], ...],
+                   "groups": [[group, topic, queueId, offset], ...], "producers": [[id, lastSeq], ...]}
+
+Written like the other checkpoints: `<file>.tmp`, fsync, rename, fsync of the folder, so a crash
+leaves the old or the new state. A missing file is the empty head (a log never cut). A damaged
+one raises `CorruptLogError`: guessing would renumber queues.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from pathlib import Path
+from typing import Any
+
+from brokergroup.broker.errors import CorruptLogError
+from brokergroup.broker.store.indexes import HeadState
+from brokergroup.common.durable import fsync_path
+
+
+def encode_head(head: HeadState) -> bytes:
+    document = {
+        "minOffset": head.min_offset,
+        "queues": [[topic, queue_id, base] for (topic, queue_id), base in sorted(head.queue_bases.items())],
+        "groups": [[g, t, q, offset] for (g, t, q), offset in sorted(head.group_offsets.items())],
+        "producers": [[producer_id, seq] for producer_id, seq in head.producers.items()],
+    }
+    line = json.dumps(document, separators=(",", ":"), ensure_ascii=True).encode() + b"\n"
+    return b"%d\n" % zlib.crc32(line) + line
+
+
+def _int(value: Any, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < -1:
+        raise ValueError(f"{what} must be an integer >= -1, not {value!r}")
+    return value
+
+
+def _str(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a string, not {value!r}")
+    return value
+
+
+def decode_head(data: bytes) -> HeadState:
+    """The head state in `data`; raises ValueError naming what is wrong."""
+    crc_line, sep, line = data.partition(b"\n")
+    if not sep or not crc_line.isdigit() or not line.endswith(b"\n") or line.count(b"\n") != 1:
+        raise ValueError("expected two lines: <crc32> and <json>")
+    if zlib.crc32(line) != int(crc_line):
+        raise ValueError(f"crc32 mismatch: stored {int(crc_line)}, computed {zlib.crc32(line)}")
+    document = json.loads(line)
+    if not isinstance(document, dict):
+        raise TypeError("the JSON line is not an object")
+    queues = {(_str(t, "queue topic"), _int(q, "queueId")): _int(b, "queue base") for t, q, b in document["queues"]}
+    groups = {
+        (_str(g, "group"), _str(t, "group topic"), _int(q, "group queueId")): _int(o, "group offset")
+        for g, t, q, o in document["groups"]
+    }
+    producers = {_int(p, "producer id"): _int(s, "producer seq") for p, s in document["producers"]}
+    return HeadState(_int(document["minOffset"], "minOffset"), queues, groups, producers)
+
+
+class HeadFile:
+    """The head state in a file, or (`path=None`) in memory for stores built on `MemoryLog`."""
+
+    def __init__(self, path: str | os.PathLike[str] | None) -> None:
+        self.path = Path(path) if path is not None else None
+        self._memory: HeadState | None = None
+
+    def read(self) -> HeadState | None:
+        """The state last written; None if there is none (the log was never cut at its head)."""
+        if self.path is None:
+            return self._memory
+        self.path.with_name(self.path.name + ".tmp").unlink(missing_ok=True)  # a torn write
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        try:
+            return decode_head(data)
+        except (ValueError, KeyError, TypeError) as error:
+            raise CorruptLogError(f"{self.path} is damaged ({error}): cannot tell where queues start") from None
+
+    def write(self, head: HeadState) -> None:
+        if self.path is None:
+            self._memory = head
+            return
+        temp = self.path.with_name(self.path.name + ".tmp")
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            data = memoryview(encode_head(head))
+            while data:
+                data = data[os.write(fd, data) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        temp.replace(self.path)
+        fsync_path(self.path.parent, directory=True)
