@@ -49,19 +49,6 @@ class StoreSettings(BaseModel):
     min_free_disk_bytes: Annotated[int, Field(ge=0)] = 128 * 1024 * 1024
     """Refuse puts (SERVICE_NOT_AVAILABLE, a disk-full remark) while the store's file system has less free
     space than this; writing resumes by itself once space is freed. 0 turns the check off."""
-    retention_ms: Annotated[int, Field(ge=1000)] | None = None
-    """Delete whole commit-log segments last written longer ago than this (RocketMQ fileReservedTime, 72 h
-    there); only confirmed, flushed segments, never the one being written. None: no age limit."""
-    retention_bytes: Annotated[int, Field(ge=4096)] | None = None
-    """Delete the oldest whole segments while the commit log is bigger than this (same rules as age).
-    None: no size limit."""
-    retention_check_interval_ms: Annotated[int, Field(ge=100, le=3_600_000)] = 10_000
-    """How often retention looks for segments to delete (RocketMQ cleanResourceInterval)."""
-    min_free_disk_bytes: Annotated[int, Field(ge=0)] = 128 * 1024 * 1024
-    """Refuse puts (SERVICE_NOT_AVAILABLE, a disk-full remark) while the store's file system has less free
-    space than this; writing resumes by itself once space is freed. 0 turns the check off."""
-
-
 
 
 class HASettings(BaseModel):
