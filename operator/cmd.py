@@ -27,13 +27,22 @@ def add_parser(sub: Any) -> None:
         help="namespaces to watch, ','-separated (default: every namespace)",
     )
     p.add_argument("--metrics-port", dest="metrics_port", type=int, help="/metrics port (0 = off; default 8080)")
-    p.add_argument("--metrics-host", dest="metrics_host", help="/metrics interface (default 0.0.0.0)")
+    p.add_argument(
+        "--metrics-host",
+        dest="metrics_host",
+        help="/metrics and /healthz interface (default: 0.0.0.0 in a pod, 127.0.0.1 elsewhere)",
+    )
     p.add_argument("--liveness-port", dest="liveness_port", type=int, help="kopf /healthz port (0 = off)")
     p.add_argument("--resync-seconds", dest="resync_seconds", type=float, help="reconcile every group this often")
     p.add_argument(
         "--controller-url",
         dest="controller_url",
-        help="URL template of a group's controller API, with {name} and {namespace} (for out-of-cluster runs)",
+        help=(
+            "URL of a group's controller API, a template: {name} is the BrokerGroup's name, {namespace} its "
+            "namespace, {cluster_ip} the ClusterIP of its Service <name>-controller-api (default "
+            "'http://{name}-controller-api.{namespace}.svc:9878', which resolves only in the cluster; from a "
+            "workstation whose routes reach ClusterIPs use 'http://{cluster_ip}:9878')"
+        ),
     )
     p.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="any setting by name"

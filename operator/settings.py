@@ -29,8 +29,9 @@ class OperatorSettings(BaseSettings):
     """Namespaces to watch (`,`-separated in env and flags); empty means every namespace."""
     kubeconfig: Path | None = None
     """Kubeconfig file; unset means in-cluster credentials in a pod, else $KUBECONFIG or ~/.kube/config."""
-    metrics_host: str = "0.0.0.0"
-    """Interface of the `/metrics` and `/healthz` HTTP server."""
+    metrics_host: str = Field(default_factory=lambda: _default_metrics_host())
+    """Interface of the `/metrics` and `/healthz` HTTP server: by default every interface in a pod
+    (`KUBERNETES_SERVICE_HOST` set, so Prometheus can scrape it), 127.0.0.1 elsewhere (a workstation)."""
     metrics_port: Annotated[int, Field(ge=0, le=65535)] = 8080
     """Port of the `/metrics` server (0 turns it off)."""
     liveness_port: Annotated[int, Field(ge=0, le=65535)] = 8081
@@ -80,6 +81,17 @@ class OperatorSettings(BaseSettings):
         """host:port of the controller API of BrokerGroup `name`."""
         url = self.controller_url.format(name=name, namespace=namespace, cluster_ip=cluster_ip)
         return url.split("://", 1)[-1].rstrip("/")
+
+
+def in_cluster() -> bool:
+    """Running in a pod: the kubelet sets KUBERNETES_SERVICE_HOST."""
+    import os
+
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+def _default_metrics_host() -> str:
+    return "0.0.0.0" if in_cluster() else "127.0.0.1"  # every interface only in a pod
 
 
 def _hostname() -> str:

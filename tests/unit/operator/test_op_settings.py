@@ -34,11 +34,14 @@ def settings(**values: Any) -> OperatorSettings:
 # ---- OperatorSettings --------------------------------------------------------------------------
 
 
-def test_defaults() -> None:
+def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     s = settings()
     assert s.namespaces == []
     assert s.kubeconfig is None
-    assert (s.metrics_host, s.metrics_port, s.liveness_port) == ("0.0.0.0", 8080, 8081)
+    assert (s.metrics_host, s.metrics_port, s.liveness_port) == ("127.0.0.1", 8080, 8081)  # a workstation
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    assert settings().metrics_host == "0.0.0.0"  # a pod: Prometheus scrapes it
     assert (s.resync_seconds, s.retry_seconds, s.controller_timeout) == (60.0, 5.0, 5.0)
     assert s.log_level == "INFO"
     assert s.controller_address("demo", "mq") == f"demo-controller-api.mq.svc:{names.CONTROLLER_API_PORT}"
