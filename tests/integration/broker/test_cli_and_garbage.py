@@ -1,4 +1,5 @@
-"""`brokergroup produce` / `consume` as a user runs them, and garbage on the replication port."""
+"""`brokergroup produce` / `consume` as a user runs them (the binary port by default, the HTTP API with
+`--protocol http`), and garbage on the replication port."""
 
 from __future__ import annotations
 
@@ -33,11 +34,11 @@ async def test_produce_and_consume_commands(controller_group: ControllerGroup, s
     lines = [json.loads(line) for line in produced.stdout.splitlines()]
     assert [line["status"] for line in lines] == ["PUT_OK", "PUT_OK"]
     assert [line["queueOffset"] for line in lines] == [0, 1]
-    piped = await cli("produce", *common, stdin="three\nfour\n")
+    piped = await cli("produce", *common, "--protocol", "http", stdin="three\nfour\n")  # the HTTP API
     assert piped.returncode == 0, piped.stderr
     consumed = await cli("consume", *common, "--group", "g", "--commit")
     assert [json.loads(line)["body"] for line in consumed.stdout.splitlines()] == ["hello", "world", "three", "four"]
-    again = await cli("consume", *common, "--group", "g")
+    again = await cli("consume", *common, "--group", "g", "--protocol", "http")
     assert again.returncode == 0 and again.stdout == ""  # committed: nothing new for this group
     bad = await cli("produce", "--broker-name", "bs", "--topic", "cli", "x")
     assert bad.returncode != 0 and "--controller or --master" in bad.stderr
