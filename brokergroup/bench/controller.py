@@ -36,6 +36,8 @@ from brokergroup.local.ports import free_ports
 CLUSTER = "bench"
 LONG_TIMEOUT_MS = 3_600_000
 DIVERGENCE = "truncating already-applied log entries"
+STARTUP_TIMEOUT_S = 180.0
+"""How long a fresh group may take to serve: on a loaded machine the imports alone take tens of seconds."""
 
 
 def add_parser(kinds: Any) -> None:
@@ -236,7 +238,7 @@ async def bench_group(*, ops: int, concurrency: int, sets: int, failovers: int) 
         group = ControllerGroup(Path(tmp), admin_token=token, extra_args=["--log-level", "WARNING"])
         group.start_all()
         try:
-            leader = group.nodes[await group.leader()].api
+            leader = group.nodes[await group.leader(timeout=STARTUP_TIMEOUT_S)].api
             async with ControllerClient([leader], token=token, timeout=30.0) as client:
                 begin = time.perf_counter()
                 await prepare_sets(client, names, concurrency)
@@ -410,7 +412,7 @@ async def alter_round(*, tree: Path | None, ops: int, sets: int, concurrency: in
         group = TreeControllerGroup(Path(tmp), tree, **args) if tree else ControllerGroup(Path(tmp), **args)
         group.start_all()
         try:
-            leader = group.nodes[await group.leader()].api
+            leader = group.nodes[await group.leader(timeout=STARTUP_TIMEOUT_S)].api
             async with ControllerClient([leader], token=token) as client:
                 await prepare_sets(client, set_names(sets), concurrency)
 
@@ -485,7 +487,7 @@ def fdatasync_latency_ms(samples: int = 200) -> dict[str, Any]:
     }
 
 
-async def rejoined(group: ControllerGroup, index: int, timeout: float = 30.0) -> None:
+async def rejoined(group: ControllerGroup, index: int, timeout: float = STARTUP_TIMEOUT_S) -> None:
     """Wait until a restarted node follows a leader again."""
     deadline = time.monotonic() + timeout
     async with group.client(timeout=2.0) as client:
@@ -503,10 +505,10 @@ async def leader_failovers(group: ControllerGroup, trials: int) -> dict[str, Any
     """kill -9 the serving leader; time until another node serves; restart the killed node."""
     times: list[float] = []
     for _ in range(trials):
-        leader = await group.leader()
+        leader = await group.leader(timeout=STARTUP_TIMEOUT_S)
         killed_at = time.perf_counter()
         group.kill(leader)
-        await group.leader(exclude={leader})
+        await group.leader(exclude={leader}, timeout=STARTUP_TIMEOUT_S)
         times.append(time.perf_counter() - killed_at)
         group.start(leader)
         await rejoined(group, leader)

@@ -85,8 +85,12 @@ def main(argv: list[str]) -> int:
             for value in range(ops):
                 slots.acquire()
                 recorder.add(value, callback=lambda _r, _e: slots.release())
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and len(recorder.applied) < ops:
+        deadline, seen, quiet_since = time.monotonic() + 180, -1, time.monotonic()
+        while time.monotonic() < deadline and len(recorder.applied) < ops:  # or nothing new for 5 s
+            if len(recorder.applied) != seen:
+                seen, quiet_since = len(recorder.applied), time.monotonic()
+            elif seen > 0 and time.monotonic() - quiet_since > 5:
+                break
             time.sleep(0.05)
         time.sleep(1.0)
         log = node._SyncObj__raftLog

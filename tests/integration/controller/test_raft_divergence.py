@@ -1,0 +1,38 @@
+"""pysyncobj's "truncating already-applied log entries … may have diverged" (issue 19, item 5).
+
+Three processes, the controller's Raft settings (`appendEntriesUseBatch=False`, pipelined appends),
+many commands in flight. Every node records each command it applies (index and value) and each
+truncation of entries it had applied, with those entries' term and digest, and the entries its log
+holds at those indexes at the end (`brokergroup.bench.raft_divergence`).
+
+- pysyncobj as released truncates already-applied entries under this load (a late success reply
+  rewinds the leader's nextIndex; the follower deletes everything after the resent entry's prevLogIdx):
+  the entries re-appended are the very same (index, term, digest) and every node applies the same
+  sequence. Without a fault the warning is a benign duplicate; the window it opens (a follower's log
+  shorter than what it acknowledged) can lose a committed entry if the leader dies in it
+  (docs/benchmarks.md, issue 19).
+- The controller's Raft (`FixedSyncObj`: no nextIndex rewind, truncation only on a conflict) never
+  truncates an applied entry, and every node applies the same sequence.
+"""
+
+from __future__ import annotations
+
+from brokergroup.bench.raft_divergence import raft_divergence_run, summary
+
+OPS = 3000
+IN_FLIGHT = 128
+
+
+def test_the_controllers_raft_never_truncates_an_applied_entry_and_every_node_applies_the_same_sequence() -> None:
+    found = summary(raft_divergence_run("fixed", ops=OPS, concurrency=IN_FLIGHT))
+    assert found["applied_per_node"] == [OPS] * 3, found
+    assert found["same_applied_sequence_on_every_node"], found
+    assert found["truncation_events"] == 0, found
+
+
+def test_raw_pysyncobj_truncations_re_append_the_same_entries_without_faults() -> None:
+    found = summary(raft_divergence_run("raw", ops=OPS, concurrency=IN_FLIGHT))
+    print(found)  # how many applied entries pysyncobj truncated in this run (`pytest -s`)
+    assert found["applied_per_node"] == [OPS] * 3, found
+    assert found["same_applied_sequence_on_every_node"], found
+    assert found["applied_entries_replaced_by_a_different_entry"] == 0, found
