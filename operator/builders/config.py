@@ -59,9 +59,16 @@ def controller_peers(bg: str, namespace: str, replicas: int) -> list[str]:
     return out
 
 
-def controller_api_addresses(bg: str, namespace: str, replicas: int) -> list[str]:
-    """Every controller pod's API address: brokers heartbeat each controller, not a Service."""
-    return [f"{names.controller_peer_host(bg, k, namespace)}:{names.CONTROLLER_API_PORT}" for k in range(replicas)]
+BROKER_DNS_LOOKUP_INTERVAL_MS: Final = 5000
+"""How often brokers resolve the controllers' headless Service again: a controller pod back with a new IP
+is heard from within this, well inside the heartbeat timeout (10 s at least); CoreDNS's records live 5 s."""
+
+
+def controller_service_address(bg: str, namespace: str) -> str:
+    """The controllers' headless Service, `name:port`: brokers resolve it to every controller pod (it
+    publishes not-ready pods too) and heartbeat each one, so a scaled or moved controller needs no broker
+    change (`controller.dns_lookup`, RocketMQ's fetchControllerAddrByDnsLookup)."""
+    return f"{names.controller(bg)}.{namespace}.svc:{names.CONTROLLER_API_PORT}"
 
 
 def controller_settings(bg: str, namespace: str, spec: BrokerGroupSpec) -> dict[str, Any]:
@@ -98,7 +105,9 @@ def broker_settings(bg: str, namespace: str, spec: BrokerGroupSpec) -> dict[str,
         "store": {"flush": "SYNC"},
         "ha": {"host": ALL_INTERFACES, "port": names.BROKER_HA_PORT, **replication_settings(spec)},
         "controller": {
-            "addresses": controller_api_addresses(bg, namespace, spec.controller.replicas),
+            "addresses": [controller_service_address(bg, namespace)],
+            "dns_lookup": True,
+            "dns_lookup_interval_ms": BROKER_DNS_LOOKUP_INTERVAL_MS,
             "heartbeat_timeout_ms": spec.controller.heartbeat_timeout_seconds * 1000,
         },
     }

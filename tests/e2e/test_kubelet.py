@@ -340,6 +340,15 @@ def test_operator_pod_templates_run_a_brokergroup(
             timeout=30,
         )
         assert status["leaderId"] in {"demo-controller-0", "demo-controller-1", "demo-controller-2"}, status
+        # The brokers were given the headless Service's name (controller.dns_lookup): it resolves to every
+        # controller pod, so each node hears each broker (issue 23).
+        for k in range(3):
+            node = f"http://demo-controller-{k}.demo-controller:9878/v1/status"
+            eventually(
+                f"controller {k} hears 3 brokers",
+                lambda node=node: json.loads(fetch_in_pod(kubelet, "demo-broker-0-0", node))["activeBrokers"] == 3,
+                timeout=30,
+            )
     finally:
         operator.stop()
 
@@ -372,4 +381,7 @@ def test_hosts_records_follow_cluster_dns() -> None:
     lines = dns_lines("ns", services, slices)
     assert "10.0.0.7\tapi.ns.svc.cluster.local\tapi.ns.svc\tapi.ns\tapi" in lines
     assert "10.88.0.10\tp-0.peers.ns.svc.cluster.local\tp-0.peers.ns.svc\tp-0.peers.ns\tp-0.peers" in lines
-    assert not [line for line in lines if "p-1" in line or "10.88.0.12" in line or "\tpeers" in line]
+    assert not [line for line in lines if "p-1" in line or "10.88.0.11" in line]
+    # The headless Service's own name: one line per ready endpoint, with or without a hostname (issue 23).
+    assert "10.88.0.10\tpeers.ns.svc.cluster.local\tpeers.ns.svc\tpeers.ns\tpeers" in lines
+    assert "10.88.0.12\tpeers.ns.svc.cluster.local\tpeers.ns.svc\tpeers.ns\tpeers" in lines

@@ -249,7 +249,8 @@ def dns_lines(namespace: str, services: Iterable[Mapping[str, Any]], slices: Ite
     - A headless Service: one line per endpoint that has a hostname (a pod whose `spec.subdomain` is the
       Service's name) and is ready, as CoreDNS serves them. `publishNotReadyAddresses` makes the EndpointSlice
       controller mark every endpoint ready, so those names resolve before the pods are ready, as in a cluster.
-      The Service's own name resolves to nothing (a hosts file holds one address per name).
+      The Service's own name resolves to every ready endpoint: one line each (glibc returns every line of a
+      name, `multi on` in /etc/host.conf), as CoreDNS serves one A record per endpoint.
     """
     lines = ["# test kubelet: cluster DNS records of this namespace"]
     headless: set[str] = set()
@@ -262,15 +263,19 @@ def dns_lines(namespace: str, services: Iterable[Mapping[str, Any]], slices: Ite
             fqdn = f"{name}.{namespace}.svc"
             lines.append(f"{cluster_ip}\t{fqdn}.{CLUSTER_DOMAIN}\t{fqdn}\t{name}.{namespace}\t{name}")
     records: dict[str, str] = {}
+    members: list[tuple[str, str]] = []
     for endpoint_slice in slices:
         service_name = (endpoint_slice["metadata"].get("labels") or {}).get("kubernetes.io/service-name")
         if service_name not in headless or endpoint_slice.get("addressType") != "IPv4":
             continue
         for endpoint in endpoint_slice.get("endpoints") or []:
+            if (endpoint.get("conditions") or {}).get("ready", True) is False:
+                continue
+            members.append((service_name, endpoint["addresses"][0]))
             hostname = endpoint.get("hostname")
-            if hostname and (endpoint.get("conditions") or {}).get("ready", True) is not False:
+            if hostname:
                 records[f"{hostname}.{service_name}"] = endpoint["addresses"][0]
-    for short, ip in sorted(records.items()):
+    for short, ip in sorted(records.items()) + sorted(members):
         fqdn = f"{short}.{namespace}.svc"
         lines.append(f"{ip}\t{fqdn}.{CLUSTER_DOMAIN}\t{fqdn}\t{short}.{namespace}\t{short}")
     return lines

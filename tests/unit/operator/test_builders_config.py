@@ -145,7 +145,9 @@ def test_sync_broker_pod_loads_its_set_name_and_advertise_host(tmp_path: Path, m
     assert settings.data_dir == Path("/var/lib/brokergroup/broker")
     assert settings.store.flush is FlushMode.SYNC
     assert (settings.ha.all_ack_in_sync_state_set, settings.ha.min_in_sync_replicas) == (True, 3)
-    assert settings.controller.addresses == [f"demo-controller-{k}.demo-controller.mq.svc:9878" for k in range(3)]
+    # The headless Service's name, resolved to every controller pod and again every 5 s (issue 23).
+    assert settings.controller.addresses == ["demo-controller.mq.svc:9878"]
+    assert (settings.controller.dns_lookup, settings.controller.dns_lookup_interval_ms) == (True, 5000)
     assert settings.controller.heartbeat_timeout_ms == 10_000
     # The brokers' credential is the controllers' broker token, from the same Secret key; never the admin token.
     assert (settings.controller.broker_token, settings.controller.admin_token) == ("broker-tk", None)
