@@ -7,7 +7,10 @@ replica patches its own Pod on every role change:
   `brokergroup.io/broker-id` and the annotation `brokergroup.io/master-epoch`, the same keys the operator
   writes, so the operator's stale-epoch guard sees the broker's epoch;
 - demote first: a broker that stops being master relabels itself `slave` as it takes the new role, and a
-  new master labels itself only after it has become master;
+  new master labels itself only after it has become master **and** after it took `role=master` off the
+  master it followed until then (a JSON patch that tests for `role=master`, so it changes nothing on a pod
+  that already relabelled itself). Without that step the two patches race: the old master learns of the
+  election a moment after the new one, and for that moment the master Service selected both;
 - at start, before anything else, the broker removes a stale `role=master` from its Pod (a killed master
   that restarts is not master until the controller says so). `/readyz` waits for that patch, so a
   restarted old master never turns Ready while carrying `role=master`.
@@ -52,6 +55,8 @@ class Wanted:
     role: str | None
     broker_id: int | None = None
     epoch: int | None = None
+    demote: tuple[str, ...] = ()
+    """Other pods of the set to take `role=master` off before this patch (a new master's predecessor)."""
 
     def patch(self) -> dict[str, Any]:
         """The JSON merge patch of the Pod (a None value removes the key)."""
@@ -78,6 +83,21 @@ class PatchFailed(Exception):
 
 Patcher = Callable[[dict[str, Any]], None]
 """Applies one JSON merge patch to the Pod; raises `PatchFailed`."""
+Demoter = Callable[[str], None]
+"""Relabels another pod of the set from `role=master` to `slave`; nothing when it is not labelled master or
+is gone; raises `PatchFailed`."""
+
+
+def peer_pod(address: str | None, own: str) -> str | None:
+    """The pod behind a broker address `<pod>.<set>.<ns>.svc:<port>` (the operator's advertised names) when it
+    is another pod of `own`'s StatefulSet (`<set>-<ordinal>`); None for any other address."""
+    if not address:
+        return None
+    name = address.rsplit(":", 1)[0].split(".", 1)[0]
+    prefix, _, ordinal = name.rpartition("-")
+    if name == own or not ordinal.isdigit() or prefix != own.rpartition("-")[0]:
+        return None
+    return name
 
 
 class Counter(Protocol):
@@ -96,10 +116,12 @@ class PodLabeler:
         patcher: Patcher,
         *,
         pod: str,
+        demoter: Demoter | None = None,
         patches: Counter | None = None,
         in_sync: Gauge | None = None,
     ) -> None:
         self._patcher = patcher
+        self._demoter = demoter
         self.pod = pod
         self._patches = patches
         self._in_sync_gauge = in_sync
@@ -154,6 +176,9 @@ class PodLabeler:
                     return
                 wanted, version = self._wanted, self._version
             try:
+                if wanted.role == "master" and self._demoter is not None:
+                    for other in wanted.demote:  # demote first; a retry repeats it harmlessly
+                        self._demoter(other)
                 self._patcher(wanted.patch())
             except PatchFailed as exc:
                 self._count(exc.result)
@@ -195,9 +220,34 @@ class PodLabeler:
             self._in_sync_gauge.set(value)
 
 
-def kube_patcher(settings: KubernetesSettings) -> Patcher:
-    """A `Patcher` of the Pod `settings.pod_name` through the Kubernetes API, logged in in-cluster (or with
-    `settings.kubeconfig`). Raises KubernetesAccessError, naming what is missing, without credentials."""
+DEMOTE_PATCH: Final = [
+    {"op": "test", "path": "/metadata/labels/brokergroup.io~1role", "value": "master"},
+    {"op": "replace", "path": "/metadata/labels/brokergroup.io~1role", "value": "slave"},
+]
+"""A JSON patch: `role=master` becomes `slave`; the API server refuses it (422) when the test fails."""
+
+
+class Announcer:
+    """`RoleManager.on_role_change` for a `PodLabeler`: each role change becomes the wanted Pod metadata. A
+    promotion names the master this broker followed last (as a slave) to be demoted first."""
+
+    def __init__(self, labeler: PodLabeler, master_address: Callable[[], str | None]) -> None:
+        self.labeler = labeler
+        self.master_address = master_address
+        self.followed: str | None = None
+
+    def __call__(self, new_role: Role, epoch: int, broker_id: int | None) -> None:
+        if new_role is Role.SLAVE:
+            self.followed = peer_pod(self.master_address(), self.labeler.pod)
+        demote = (self.followed,) if new_role is Role.MASTER and self.followed is not None else ()
+        role = None if new_role is Role.NONE else new_role.value
+        self.labeler.publish(Wanted(role=role, broker_id=broker_id, epoch=epoch, demote=demote))
+
+
+def kube_patchers(settings: KubernetesSettings) -> tuple[Patcher, Demoter]:
+    """A `Patcher` of the Pod `settings.pod_name` and a `Demoter` of the other pods of its namespace through the
+    Kubernetes API, logged in in-cluster (or with `settings.kubeconfig`). Raises KubernetesAccessError, naming
+    what is missing, without credentials."""
     import kubernetes  # only when enabled: `brokergroup local` never pays for the import
     import urllib3
 
@@ -219,27 +269,30 @@ def kube_patcher(settings: KubernetesSettings) -> Patcher:
     name, namespace = str(settings.pod_name), str(settings.namespace)
     timeout = settings.request_timeout_ms / 1000
 
-    def patch(body: dict[str, Any]) -> None:
+    def send(pod: str, body: Any, content_type: str, moot: tuple[int, ...] = ()) -> None:
         try:
-            core.patch_namespaced_pod(
-                name,
-                namespace,
-                body,
-                _request_timeout=timeout,
-                _content_type="application/merge-patch+json",
-            )
+            core.patch_namespaced_pod(pod, namespace, body, _request_timeout=timeout, _content_type=content_type)
         except kubernetes.client.exceptions.ApiException as exc:
+            if exc.status in moot:
+                return
             raise PatchFailed(
-                "refused" if exc.status and exc.status < 500 else "error", f"{exc.status} {exc.reason}"
+                "refused" if exc.status and exc.status < 500 else "error", f"pod {pod}: {exc.status} {exc.reason}"
             ) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:  # the API is not reachable, or too slow
             reason = getattr(exc, "reason", None)
             slow = isinstance(exc, urllib3.exceptions.TimeoutError) or isinstance(
                 reason, urllib3.exceptions.TimeoutError
             )
-            raise PatchFailed("timeout" if slow else "error", f"{type(exc).__name__}: {exc}") from exc
+            raise PatchFailed("timeout" if slow else "error", f"pod {pod}: {type(exc).__name__}: {exc}") from exc
 
-    return patch
+    def patch(body: dict[str, Any]) -> None:
+        send(name, body, "application/merge-patch+json")
+
+    def demote(pod: str) -> None:
+        # 422: the test failed (the pod is not labelled master: nothing to do); 404: the pod is gone.
+        send(pod, DEMOTE_PATCH, "application/json-patch+json", moot=(404, 422))
+
+    return patch, demote
 
 
 def attach(role: RoleManager, settings: KubernetesSettings, metrics: BrokerMetrics) -> PodLabeler | None:
@@ -251,26 +304,22 @@ def attach(role: RoleManager, settings: KubernetesSettings, metrics: BrokerMetri
         metrics.pod_label_in_sync.set(1)
         return None
     try:
-        patcher = kube_patcher(settings)
+        patcher, demoter = kube_patchers(settings)
     except KubernetesAccessError as exc:
         # Degraded, not down: the operator still labels the pods, as before brokers labelled themselves.
         logger.error("pod labels off: %s", exc)  # noqa: TRY400 (the message is the whole story)
         metrics.pod_label_in_sync.set(0)
         metrics.pod_label_patches.labels("error").inc()
         return None
+    pod = str(settings.pod_name)
     labeler = PodLabeler(
         patcher,
-        pod=str(settings.pod_name),
+        pod=pod,
+        demoter=demoter,
         patches=metrics.pod_label_patches,
         in_sync=metrics.pod_label_in_sync,
     )
-
-    def announce(new_role: Role, epoch: int, broker_id: int | None) -> None:
-        labeler.publish(
-            Wanted(role=None if new_role is Role.NONE else new_role.value, broker_id=broker_id, epoch=epoch)
-        )
-
-    role.on_role_change = announce
+    role.on_role_change = Announcer(labeler, lambda: role.master_address)
     role.ready_gate = lambda: labeler.cleared
     labeler.start()
     return labeler

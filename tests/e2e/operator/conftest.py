@@ -35,10 +35,14 @@ class OperatorProcess:
     """`brokergroup operator` for one namespace, restartable, logged in in-cluster as a ServiceAccount
     (`InCluster`: no kubeconfig, KUBERNETES_SERVICE_HOST and the mounted token)."""
 
-    def __init__(self, login: InCluster, namespace: str, work: Path, controller_url: str) -> None:
+    def __init__(
+        self, login: InCluster, namespace: str, work: Path, controller_url: str, resync_seconds: float = 2
+    ) -> None:
         self.login = login
         self.namespace = namespace
         self.controller_url = controller_url
+        self.resync_seconds = resync_seconds
+        """2 by default (fast tests); the chart's default (values.yaml) where a test measures it."""
         self.metrics_port, self.liveness_port = free_ports(2)
         self.process = LocalProcess(name="operator", data_dir=work / "operator", log_path=work / "operator.log")
 
@@ -57,7 +61,7 @@ class OperatorProcess:
             "--liveness-port",
             str(self.liveness_port),
             "--resync-seconds",
-            "2",
+            f"{self.resync_seconds:g}",
             "--controller-url",
             self.controller_url,
             "--set",
@@ -111,8 +115,8 @@ def start_operator(
     mark = control_plane.mark()
     with contextlib.ExitStack() as stack:
 
-        def start(controller_url: str = UNREACHABLE_CONTROLLER) -> OperatorProcess:
-            op = OperatorProcess(operator_login, namespace, tmp_path, controller_url)
+        def start(controller_url: str = UNREACHABLE_CONTROLLER, resync_seconds: float = 2) -> OperatorProcess:
+            op = OperatorProcess(operator_login, namespace, tmp_path, controller_url, resync_seconds)
             stack.callback(op.stop)
             op.start()
             return op

@@ -13,7 +13,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from brokergroup.broker.metrics import BrokerMetrics
-from brokergroup.broker.podlabels import PatchFailed, PodLabeler, Wanted
+from brokergroup.broker.podlabels import Announcer, PatchFailed, PodLabeler, Wanted, peer_pod
+from brokergroup.broker.role import Role
 
 
 def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -26,20 +27,39 @@ def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
 class FakeApi:
     """Records every patch; fails the first `failures` with `result`; blocks while `gate` is clear."""
 
-    def __init__(self, failures: int = 0, result: str = "refused") -> None:
+    def __init__(self, failures: int = 0, result: str = "refused", order: list[str] | None = None) -> None:
         self.patches: list[dict[str, Any]] = []
         self.attempts = 0
         self.failures = failures
         self.result = result
         self.gate = threading.Event()
         self.gate.set()
+        self.order = order if order is not None else []
+        """Every attempt of this fake and of a FakeDemoter sharing the list, in order."""
 
     def __call__(self, patch: dict[str, Any]) -> None:
         self.gate.wait()
         self.attempts += 1
+        self.order.append(f"self:{patch['metadata']['labels']['brokergroup.io/role']}")
         if self.attempts <= self.failures:
             raise PatchFailed(self.result, "403 Forbidden")
         self.patches.append(patch)
+
+
+class FakeDemoter:
+    """Records demotions of other pods; refuses the first `failures`."""
+
+    def __init__(self, order: list[str], failures: int = 0) -> None:
+        self.order = order
+        self.failures = failures
+        self.demoted: list[str] = []
+
+    def __call__(self, pod: str) -> None:
+        self.order.append(f"demote:{pod}")
+        if self.failures > 0:
+            self.failures -= 1
+            raise PatchFailed("refused", "403 Forbidden")
+        self.demoted.append(pod)
 
 
 @pytest.fixture
@@ -55,6 +75,21 @@ def make(metrics: BrokerMetrics) -> Iterator[Callable[[FakeApi], PodLabeler]]:
         labeler = PodLabeler(
             api, pod="bg-broker-0-1", patches=metrics.pod_label_patches, in_sync=metrics.pod_label_in_sync
         )
+        labeler.start()
+        made.append(labeler)
+        return labeler
+
+    yield build
+    for labeler in made:
+        labeler.stop()
+
+
+@pytest.fixture
+def make_with_demoter(metrics: BrokerMetrics) -> Iterator[Callable[[FakeApi, FakeDemoter], PodLabeler]]:
+    made: list[PodLabeler] = []
+
+    def build(api: FakeApi, demoter: FakeDemoter) -> PodLabeler:
+        labeler = PodLabeler(api, pod="bg-broker-0-1", demoter=demoter, patches=metrics.pod_label_patches)
         labeler.start()
         made.append(labeler)
         return labeler
@@ -134,3 +169,57 @@ def test_a_timeout_is_counted_as_such_and_the_role_label_catches_up(
     until(lambda: labeler.in_sync and api.patches != [])
     assert count(metrics, "timeout") == 1
     assert api.patches[-1]["metadata"]["labels"]["brokergroup.io/role"] == "master"
+
+
+def test_a_peer_pod_is_another_ordinal_of_the_same_statefulset() -> None:
+    own = "bg-broker-0-1"
+    assert peer_pod("bg-broker-0-0.bg-broker-0.apps.svc:10911", own) == "bg-broker-0-0"
+    assert peer_pod("bg-broker-0-2.bg-broker-0.apps.svc.cluster.local:10911", own) == "bg-broker-0-2"
+    assert peer_pod("bg-broker-0-1.bg-broker-0.apps.svc:10911", own) is None  # itself
+    assert peer_pod("bg-broker-1-0.bg-broker-1.apps.svc:10911", own) is None  # another set
+    assert peer_pod("10.88.0.7:10911", own) is None  # not a pod name
+    assert peer_pod(None, own) is None
+
+
+def test_a_new_master_takes_the_master_label_off_its_predecessor_before_it_labels_itself(
+    make_with_demoter: Callable[[FakeApi, FakeDemoter], PodLabeler],
+) -> None:
+    order: list[str] = []
+    api, demoter = FakeApi(order=order), FakeDemoter(order=order, failures=2)
+    labeler = make_with_demoter(api, demoter)
+    until(lambda: labeler.cleared)
+    labeler.publish(Wanted("master", broker_id=2, epoch=5, demote=("bg-broker-0-0",)))
+    until(lambda: labeler.in_sync, timeout=15)
+    # The start patch; then the demotion, refused twice: the own label waits for it, then follows it.
+    assert order == ["self:None", "demote:bg-broker-0-0", "demote:bg-broker-0-0", "demote:bg-broker-0-0", "self:master"]
+    assert demoter.demoted == ["bg-broker-0-0"]
+
+
+def test_only_a_promotion_demotes(make_with_demoter: Callable[[FakeApi, FakeDemoter], PodLabeler]) -> None:
+    order: list[str] = []
+    labeler = make_with_demoter(FakeApi(order=order), FakeDemoter(order=order))
+    labeler.publish(Wanted("slave", broker_id=2, epoch=5, demote=("bg-broker-0-0",)))
+    until(lambda: labeler.in_sync and order[-1:] == ["self:slave"])
+    assert not any(step.startswith("demote") for step in order), order
+
+
+def test_a_promotion_demotes_the_master_the_broker_followed_last() -> None:
+    published: list[Wanted] = []
+
+    class Recorder:
+        pod = "bg-broker-0-1"
+
+        def publish(self, wanted: Wanted) -> None:
+            published.append(wanted)
+
+    master = ["bg-broker-0-0.bg-broker-0.apps.svc:10911"]
+    announce = Announcer(Recorder(), lambda: master[0])  # type: ignore[arg-type]
+    announce(Role.NONE, 0, None)
+    announce(Role.SLAVE, 3, 1)
+    master[0] = "bg-broker-0-1.bg-broker-0.apps.svc:10911"  # itself, once master
+    announce(Role.MASTER, 4, 1)
+    assert published == [
+        Wanted(None, broker_id=None, epoch=0),
+        Wanted("slave", broker_id=1, epoch=3),
+        Wanted("master", broker_id=1, epoch=4, demote=("bg-broker-0-0",)),
+    ]
