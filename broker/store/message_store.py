@@ -61,7 +61,14 @@ from brokergroup.broker.store.diskspace import DiskSpace
 from brokergroup.broker.store.epoch import EpochCache, EpochEntry
 from brokergroup.broker.store.head import HeadFile
 from brokergroup.broker.store.indexes import DEFAULT_MAX_PRODUCERS, HeadState, RecordInfo, StoreIndexes
-from brokergroup.broker.store.record import Blank, ConsumerOffset, DecodedRecord, RecordKind, decode_record
+from brokergroup.broker.store.record import (
+    Blank,
+    ConsumerOffset,
+    DecodedRecord,
+    RecordKind,
+    decode_record,
+    read_headers,
+)
 from brokergroup.broker.store.segments import CommitLog, FlushTicket, MemoryLog, SegmentedLog
 from brokergroup.broker.store.types import Appended, Message, PutResult, StoredMessage
 
@@ -394,8 +401,19 @@ class MessageStore:
             self._indexes = self._rebuild()
             self.flush_checkpoint()
         else:
-            for record in decode_all(data, base=offset, max_body=self._log.max_body):
-                self._indexes.append(RecordInfo.from_decoded(record))
+            for h in read_headers(data, base=offset):  # the log validated each item: decoded once
+                self._indexes.append(
+                    RecordInfo(
+                        offset=h.offset,
+                        size=h.size,
+                        kind=h.kind,
+                        topic=h.topic,
+                        queue_id=h.queue_id,
+                        producer_id=h.producer_id,
+                        producer_seq=h.producer_seq,
+                        consumer_offset=h.consumer_offset,
+                    )
+                )
         self._appended()
 
     def truncate(self, offset: int) -> None:
