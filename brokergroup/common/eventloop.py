@@ -2,12 +2,15 @@
 
 uvloop (libuv) cuts the CPU each request costs (issue 17: -11 to -22 % under aiohttp). It is a
 dependency; where it cannot be installed the processes run on asyncio's loop and say so once.
+`BROKERGROUP_EVENT_LOOP=asyncio` in the environment chooses asyncio's loop anyway (A/B measurements;
+child processes inherit it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -19,6 +22,8 @@ _warned = False
 def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop's loop factory, or None (asyncio's default loop) when uvloop is not importable."""
     global _warned
+    if os.environ.get("BROKERGROUP_EVENT_LOOP") == "asyncio":
+        return None
     try:
         import uvloop
     except ImportError:
