@@ -57,6 +57,8 @@ class Cycle:
 
     bg: dict[str, Any]
     actions: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """What the cycle decided that is not a change to children (an election answered): logged, no ChildrenApplied."""
     conditions: list[Condition] = field(default_factory=list)
     events: list[events.Event] = field(default_factory=list)
     retry_reason: str | None = None
@@ -146,28 +148,34 @@ class Reconciler:
         stored = previous  # what the API holds: the status write is a diff against this
         cycle = Cycle(bg=bg)
 
-        pause = (meta.get("annotations") or {}).get(labels.PAUSE_ANNOTATION)
-        paused = pause is not None and pause.strip().lower() == "true"
+        annotations = meta.get("annotations") or {}
+        pause = annotations.get(labels.PAUSE_ANNOTATION)
+        # Any value but "false" pauses: a typo ("yes", "ture") must not un-pause a group someone meant to hold.
+        paused = pause is not None and pause.strip().lower() != "false"
         self.metrics.paused.labels(namespace, name).set(1 if paused else 0)
         if paused:
-            cond = Condition(
-                conditions.RECONCILIATION_PAUSED,
-                "True",
-                "PausedByAnnotation",
-                f"{labels.PAUSE_ANNOTATION}=true: children and status are left as they are",
-            )
-            await self._finish_conditions_only(cycle, previous, [cond], generation, transition_event="Paused")
-            return Outcome("paused", f"paused by {labels.PAUSE_ANNOTATION}")
-        if pause is not None and pause.strip().lower() != "false":
-            cycle.conditions.append(
-                Condition(
+            assert pause is not None
+            if pause.strip().lower() == "true":
+                cond = Condition(
                     conditions.RECONCILIATION_PAUSED,
-                    "False",
-                    "InvalidAnnotation",
-                    f"{labels.PAUSE_ANNOTATION}={pause!r} is neither 'true' nor 'false'; reconciling",
+                    "True",
+                    "PausedByAnnotation",
+                    f"{labels.PAUSE_ANNOTATION}=true: children and status are left as they are",
                 )
+            else:
+                cond = Condition(
+                    conditions.RECONCILIATION_PAUSED,
+                    "True",
+                    "InvalidAnnotation",
+                    f"{labels.PAUSE_ANNOTATION}={pause!r} is neither 'true' nor 'false': the group stays paused "
+                    "until it is 'false' or removed (kubectl brokergroup resume)",
+                )
+            extra = self._defer_election(cycle, previous, annotations.get(labels.ELECT_MASTER_ANNOTATION))
+            await self._finish_conditions_only(
+                cycle, previous, [cond], generation, transition_event="Paused", extra=extra
             )
-        elif conditions.find(previous.get("conditions"), conditions.RECONCILIATION_PAUSED) is not None:
+            return Outcome("paused", f"paused by {labels.PAUSE_ANNOTATION}={pause}")
+        if conditions.find(previous.get("conditions"), conditions.RECONCILIATION_PAUSED) is not None:
             cycle.conditions.append(
                 Condition(conditions.RECONCILIATION_PAUSED, "False", "Resumed", "reconciliation is running")
             )
@@ -229,8 +237,8 @@ class Reconciler:
         await self.post_events(cycle.bg, cycle.events)
         if cycle.retry_reason:
             return Outcome("retry", cycle.retry_reason, retry=True)
-        if cycle.actions:
-            return Outcome("ok", "; ".join(cycle.actions))
+        if cycle.actions or cycle.notes:
+            return Outcome("ok", "; ".join(cycle.actions + cycle.notes))
         return Outcome("no_change", f"no change: {new_status['phase']}")
 
     @staticmethod
@@ -323,6 +331,22 @@ class Reconciler:
                 cycle.conditions.append(Condition(conditions.READY, "False", "ScaleDownWaiting", decision.reason))
                 cycle.retry_reason = decision.reason
 
+    def _defer_election(self, cycle: Cycle, previous: dict[str, Any], request: str | None) -> dict[str, Any]:
+        """An elect-master request made while paused: answered at once (`Deferred`, one Event), recorded in
+        `status.lastElectionRequest`; it runs, and its outcome replaces this record, when the group resumes."""
+        if request is None:
+            return {}
+        last = previous.get("lastElectionRequest") or {}
+        if last.get("request") == request and last.get("result") == "Deferred":
+            return {}
+        message = f"{labels.PAUSE_ANNOTATION} is set: the election of {request!r} waits until reconciliation resumes"
+        record = elect.record(
+            request=request, target=None, result="Deferred", epoch=None, now=self.now(), reason="Paused",
+            message=message,
+        )  # fmt: skip
+        cycle.events.append(events.Event("ElectMasterDeferred", f"elect-master={request}: {message}", "ElectMaster"))
+        return {"lastElectionRequest": record}
+
     async def _forced_election(
         self, cycle: Cycle, spec: BrokerGroupSpec, token: str, previous: dict[str, Any], request: str
     ) -> dict[str, Any]:
@@ -375,7 +399,9 @@ class Reconciler:
             bg,
             {"metadata": {"annotations": {labels.ELECT_MASTER_ANNOTATION: None}}},
         )
-        cycle.actions.append(f"answered elect-master={request}: {record['result']}")
+        # Said by its own Event and status, not in ChildrenApplied (a refusal is not a change to children).
+        cycle.notes.append(f"answered elect-master={request}: {record['result']}")
+        previous = {**previous, "lastElectionRequest": record}
         if not broker_set:
             return previous
         entries = [dict(e) for e in previous.get("brokerSets") or []]
@@ -443,15 +469,17 @@ class Reconciler:
         generation: int,
         *,
         transition_event: str,
+        extra: dict[str, Any] | None = None,
     ) -> None:
-        new = status.with_conditions(previous, updates, now=self.now(), generation=generation)
+        """Write only the conditions (and phase), plus `extra` status fields (a deferred election's record)."""
+        new = {**status.with_conditions(previous, updates, now=self.now(), generation=generation), **(extra or {})}
         if new != previous:
             meta = cycle.bg["metadata"]
             await self.io(
                 self.kube.merge_patch_status,
                 meta["namespace"],
                 meta["name"],
-                {"conditions": new["conditions"], "phase": new["phase"]},
+                {"conditions": new["conditions"], "phase": new["phase"], **(extra or {})},
             )
             changed = [
                 c for c in updates if conditions.transitioned(previous.get("conditions"), new["conditions"], c.type)

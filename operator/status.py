@@ -94,13 +94,25 @@ def masters(broker_sets: list[dict[str, Any]]) -> str:
     return f"{sum(1 for e in broker_sets if e.get('masterPod'))}/{len(broker_sets)}"
 
 
+def progress(w: Workload) -> str:
+    """Where a StatefulSet that is not settled stands, in words whose counts read right."""
+    if w.ready > w.desired:
+        return f"{w.name} scaling down to {w.desired} ({w.ready} pods still ready)"
+    text = f"{w.name} {w.ready}/{w.desired} ready"
+    if w.ready == w.desired and w.updated < w.desired:  # all ready, a roll still to do
+        text += f", {w.updated}/{w.desired} at the new revision"
+    if not w.current_generation:
+        text += ", the StatefulSet controller has not seen the latest spec yet"
+    return text
+
+
 def readiness(observed: Observed, previous_conditions: list[dict[str, Any]] | None = None) -> Condition:
     """Ready means writable: every replica is ready **and** every set has an elected master that its master
     Service selects (the follower's `MasterServicesReady`, carried in the status)."""
     workloads = (observed.controller, *observed.brokers)
     waiting = [w for w in workloads if not w.settled]
     if waiting:
-        detail = ", ".join(f"{w.name} {w.ready}/{w.desired} ready" for w in waiting)
+        detail = ", ".join(progress(w) for w in waiting)
         return Condition(conditions.READY, "False", "ReplicasNotReady", detail)
     served = conditions.find(previous_conditions, conditions.MASTER_SERVICES_READY)
     if served is None:

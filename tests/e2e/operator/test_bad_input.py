@@ -50,9 +50,12 @@ def test_an_incomplete_auth_secret_is_reported_never_regenerated_and_blocks_the_
     assert len(base64.b64decode(completed["data"]["brokerToken"])) >= 32
 
 
-def test_a_pause_annotation_that_is_not_true_or_false_is_reported_and_does_not_pause(
+def test_a_pause_annotation_that_is_not_true_or_false_keeps_the_group_paused_and_elections_wait(
     control_plane: ControlPlane, namespace: str, operator: OperatorProcess, dyn: DynamicClient
 ) -> None:
+    """`pause-reconciliation=yes` pauses (a typo must not un-pause) and says why; an elect-master request
+    made while paused is answered at once (Deferred, an Event, status.lastElectionRequest) and its outcome
+    recorded when the group resumes, also for a value that names no set."""
     name = "maybe"
     apply(control_plane, namespace, manifest(name, {}))
     eventually("first reconcile", lambda: observed(dyn, namespace, name), timeout=60)
@@ -65,12 +68,53 @@ def test_a_pause_annotation_that_is_not_true_or_false_is_reported_and_does_not_p
         ),
         timeout=30,
     )
-    assert paused["status"] == "False" and "'yes'" in paused["message"]
+    assert paused["status"] == "True" and "'yes'" in paused["message"] and "stays paused" in paused["message"]
     control_plane.kubectl(
         "patch", "-n", namespace, "bg", name, "--type=merge", "-p", '{"spec":{"brokers":{"replicas":4}}}'
     )
+    control_plane.kubectl("annotate", "-n", namespace, "bg", name, "brokergroup.io/elect-master=other-broker-0-1")
+    deferred = eventually(
+        "the request is answered at once: Deferred",
+        lambda: (
+            (r := brokergroup(dyn, namespace, name)["status"].get("lastElectionRequest") or {}).get("result")
+            == "Deferred"
+            and r
+        ),
+        timeout=30,
+    )
+    assert deferred["request"] == "other-broker-0-1" and deferred["reason"] == "Paused", deferred
+    eventually("an ElectMasterDeferred Event", lambda: "ElectMasterDeferred" in event_reasons(dyn, namespace, name))
+    # Several paused cycles later (resync every 2 s) the spec is still not applied and the request still waits.
+    seen = operator.metric("brokergroup_operator_reconciles_total", result="paused")
     eventually(
-        "spec still applied",
+        "two more paused reconciles",
+        lambda: operator.metric("brokergroup_operator_reconciles_total", result="paused") >= seen + 2,
+        timeout=30,
+    )
+    assert (get(dyn, "apps/v1", "StatefulSet", namespace, f"{name}-broker-0") or {})["spec"]["replicas"] == 3
+    assert brokergroup(dyn, namespace, name)["metadata"]["annotations"]["brokergroup.io/elect-master"]
+    assert event_reasons(dyn, namespace, name).count("ElectMasterDeferred") == 1
+
+    control_plane.kubectl(
+        "annotate", "-n", namespace, "bg", name, "brokergroup.io/pause-reconciliation=false", "--overwrite"
+    )
+    eventually(
+        "spec applied once resumed",
         lambda: (get(dyn, "apps/v1", "StatefulSet", namespace, f"{name}-broker-0") or {})["spec"]["replicas"] == 4,
         timeout=30,
     )
+    outcome = eventually(
+        "the deferred request's outcome is recorded",
+        lambda: (
+            (r := brokergroup(dyn, namespace, name)["status"].get("lastElectionRequest") or {}).get("result")
+            == "Refused"
+            and r
+        ),
+        timeout=30,
+    )
+    assert outcome["request"] == "other-broker-0-1" and outcome["reason"] == "UnknownPod", outcome
+    assert "ElectMasterRefused" in event_reasons(dyn, namespace, name)
+    # The refusal is its own Warning Event, not a "ChildrenApplied ... Refused" that reads like success.
+    found = dyn.resources.get(api_version="events.k8s.io/v1", kind="Event").get(namespace=namespace).to_dict()
+    applied = [e.get("note") or "" for e in found["items"] if e["reason"] == "ChildrenApplied"]
+    assert not [note for note in applied if "elect-master" in note], applied

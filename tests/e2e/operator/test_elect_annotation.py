@@ -81,6 +81,10 @@ def test_bad_elect_master_values_are_refused_recorded_and_change_nothing(
     )
     assert event_reasons(dyn, namespace, bg).count("ElectMasterRefused") == 3
     assert master_id(controllers, sts) == ids[0]
+    # Recorded in status too, at the group's level, though it names no set; the set's own record is untouched.
+    request = brokergroup(dyn, namespace, bg)["status"]["lastElectionRequest"]
+    assert (request["request"], request["result"], request["reason"]) == ("other-broker-0-1", "Refused", "UnknownPod")
+    assert last_election(dyn, namespace, bg, sts)["request"] == f"{bg}-broker-0-2"
 
     # A good value is obeyed, and asking again is harmless.
     target = f"{bg}-broker-0-1"

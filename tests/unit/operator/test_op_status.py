@@ -143,7 +143,17 @@ def test_readiness_names_every_waiting_workload() -> None:
     obs = observed(wl("bg-broker-0"), wl("bg-broker-1", 3, 1), controller=wl("bg-controller", 3, 3, current=False))
     cond = status.readiness(obs)
     assert (cond.status, cond.reason) == ("False", "ReplicasNotReady")
-    assert cond.message == "bg-controller 3/3 ready, bg-broker-1 1/3 ready"
+    assert cond.message == (
+        "bg-controller 3/3 ready, the StatefulSet controller has not seen the latest spec yet, bg-broker-1 1/3 ready"
+    )
+
+
+def test_readiness_counts_read_right_while_scaling_down() -> None:
+    """A set going from 4 replicas to 2 still has 4 ready pods: not "4/2 ready"."""
+    scaling = status.Workload("demo-broker-0", desired=2, ready=4, updated=4, current_generation=True)
+    assert status.progress(scaling) == "demo-broker-0 scaling down to 2 (4 pods still ready)"
+    rolling = status.Workload("demo-broker-0", desired=3, ready=3, updated=1, current_generation=True)
+    assert status.progress(rolling) == "demo-broker-0 3/3 ready, 1/3 at the new revision"
 
 
 # ---- sets_holding_data -------------------------------------------------------------------------
