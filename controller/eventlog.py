@@ -258,8 +258,18 @@ class EventFeed:
         self._dropped_before = max(self._dropped_before, index)
         self.last_index = max(self.last_index, index)
 
+    def _first_after(self, after: int) -> int:
+        """Position of the first record with an index above `after` (records are in index order): a
+        walk back from the newest, so a reader that keeps up costs O(what it gets), not O(capacity)."""
+        position = len(self._records)
+        while position > 0 and self._records[position - 1]["index"] > after:
+            position -= 1
+        return position
+
     def read(self, after: int, *, limit: int = 1000) -> dict[str, Any]:
-        events = [r for r in self._records if r["index"] > after][:limit]
+        start = self._first_after(after)
+        records = self._records
+        events = [records[i] for i in range(start, min(start + limit, len(records)))]  # near the end: cheap
         return {
             "events": events,
             "lastIndex": self.last_index,
@@ -267,7 +277,7 @@ class EventFeed:
         }
 
     async def wait(self, after: int, *, timeout: float, limit: int = 1000) -> dict[str, Any]:
-        if not any(r["index"] > after for r in self._records) and timeout > 0:
+        if not (self._records and self._records[-1]["index"] > after) and timeout > 0:
             waiter = self._changed
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(waiter.wait(), timeout)
