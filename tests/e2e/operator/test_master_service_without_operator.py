@@ -1,9 +1,13 @@
-"""The master Service follows elections whatever the operator is doing: running, paused, stopped.
+"""The master Service follows elections whatever the operator is doing: running, paused, stopped, uninstalled.
 
 A BrokerGroup of 3 controllers and 1 set x 3 brokers runs on the test kubelet; the brokers reach the API
-server as pods do (`podapi`) and label their own pods. In each phase the master's process is killed with
-SIGKILL; the old master restarts (as a slave). Two watches record every pod change and every EndpointSlice of
-the master Service (no sampling), and the controller's event feed dates each election. Checked per phase:
+server as pods do (`podapi`) and label their own pods. The operator is installed by a Helm release of its own
+(the chart, in a namespace of its own, its operator process logged in as that release's ServiceAccount), so the
+last phase can uninstall it as docs/install.md does: its Deployment, ServiceAccount and ClusterRole are gone,
+and the brokers keep their per-group Role. In each phase the master's process is killed with SIGKILL; the old
+master restarts (as a slave, or as master when the controller elects it again). Two watches record every pod
+change and every EndpointSlice of the master Service (no sampling), and the controller's event feed dates each
+election. Checked per phase:
 
 - the master Service never selects a pod that is not the controller's master for longer than one broker
   heartbeat interval (1 s), and selects the new master within 1 s of the election's commit;
@@ -20,6 +24,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import aiohttp
 import kubernetes
@@ -27,9 +32,10 @@ import pytest
 from kubernetes.dynamic import DynamicClient
 
 from brokergroup.broker.client import Consumer, MasterFinder, Producer
-from tests.e2e.kubeenv import ControlPlane, eventually
+from tests.e2e import helmchart
+from tests.e2e.kubeenv import ControlPlane, Kubectl, eventually
 from tests.e2e.kubelet import Kubelet
-from tests.e2e.operator.conftest import StartOperator
+from tests.e2e.operator.conftest import OperatorProcess
 from tests.e2e.operator.convergence import (
     Phase,
     Record,
@@ -45,6 +51,8 @@ from tests.e2e.operator.podapi import pod_api  # noqa: F401 (a fixture)
 
 BG = "selfl"
 STS = f"{BG}-broker-0"
+RELEASE = f"{BG}-brokergroup"
+"""The release's objects are named after it (it contains the chart's name)."""
 HEARTBEAT_INTERVAL = 1.0
 """The brokers' heartbeat interval (controller.heartbeat_interval_ms, default 1000)."""
 
@@ -71,6 +79,20 @@ async def _consume(address: str) -> list[bytes]:
 
 
 @pytest.fixture
+def release(control_plane: ControlPlane, helm: Kubectl, namespace: str) -> Iterator[str]:
+    """The chart installed for this test only, as release `<BG>-brokergroup` in namespace `<namespace>-op`;
+    yields that namespace. Uninstalled at the end if the test did not."""
+    operator_ns = f"{namespace}-op"
+    control_plane.kubectl("create", "namespace", operator_ns)
+    helm("install", RELEASE, str(helmchart.CHART), "--namespace", operator_ns, "--wait=false")
+    try:
+        yield operator_ns
+    finally:
+        helm("uninstall", RELEASE, "--namespace", operator_ns, "--ignore-not-found", check=False)
+        control_plane.kubectl("delete", "namespace", operator_ns, "--wait=false", check=False)
+
+
+@pytest.fixture
 def record(kube_api: kubernetes.client.ApiClient, namespace: str) -> Iterator[Record]:
     with recording(kube_api, namespace, STS) as rec:
         yield rec
@@ -82,11 +104,15 @@ def test_master_service_follows_failover_with_the_operator_running_paused_and_st
     namespace: str,
     kubelet: Kubelet,
     pod_api: str,  # noqa: F811 (the fixture imported above)
-    start_operator: StartOperator,
+    release: str,
     dyn: DynamicClient,
     record: Record,
+    tmp_path: Path,
 ) -> None:
-    operator = start_operator("http://{cluster_ip}:9878")
+    login = helmchart.service_account_login(control_plane, release, RELEASE, tmp_path / "operator-sa")
+    operator = OperatorProcess(login, namespace, tmp_path, "http://{cluster_ip}:9878")
+    mark = control_plane.mark()
+    operator.start()
     apply(
         control_plane,
         namespace,
@@ -150,7 +176,15 @@ def test_master_service_follows_failover_with_the_operator_running_paused_and_st
     eventually("paused", lambda: condition(dyn, namespace, BG, "ReconciliationPaused").get("status") == "True")
     failover("paused")
     operator.stop()
+    refused = helmchart.denied(control_plane, login.user, mark)
+    assert not refused, "the chart's RBAC refused the operator:\n" + "\n".join(refused)
     failover("stopped")
+    control_plane.helm("uninstall", RELEASE, "--namespace", release, "--wait", "--timeout", "120s", timeout=150)
+    for kind, where in (("deployment", release), ("serviceaccount", release), ("clusterrole", None)):
+        scope = ["--namespace", where] if where else []
+        left = control_plane.kubectl("get", kind, RELEASE, *scope, "--ignore-not-found", "-o", "name").stdout
+        assert left.strip() == "", f"helm uninstall left {left.strip()}"
+    failover("uninstalled")
 
     stop_producing.set()
     producer.join(timeout=90)
