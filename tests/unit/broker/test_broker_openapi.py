@@ -252,6 +252,7 @@ def test_status_schema_accepts_a_fenced_broker(document: dict[str, Any]) -> None
         "brokerName": "b",
         "address": "127.0.0.1:1",
         "haAddress": None,
+        "binaryAddress": None,
         "role": "none",
         "fenced": True,
         "adminFenced": False,
