@@ -48,6 +48,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--profile", choices=sorted(profiles.PROFILES), default="fast", help="timing profile")
     p.add_argument("--rate", type=float, default=25.0, help="sends per second per producer (default 25)")
     p.add_argument("--no-netns", action="store_true", help="run on 127.0.0.1 without namespaces (no partitions)")
+    p.add_argument(
+        "--protocol",
+        choices=["binary", "http"],
+        default="binary",
+        help="how producers and consumers reach the brokers: the binary client port (default) or the HTTP API",
+    )
     p.set_defaults(func=run)
     f = kinds.add_parser("powerfs", help="the power-loss file system: mount, drop (power loss) or status")
     f.add_argument("powerfs_args", nargs=argparse.REMAINDER, help="mount|drop|status and their options")
@@ -108,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
             power_fs=POWER_LOSS in kinds,
         ),
         rate=args.rate,
+        protocol=args.protocol,
     )
     _print(
         f"chaos run: {args.faults} faults from {','.join(kinds)}; mode {args.mode}, profile {args.profile}, "

@@ -41,6 +41,7 @@ from typing import IO, Any, Protocol
 
 import aiohttp
 
+from brokergroup.broker.binary_client import BinaryConsumer, BinaryProducer
 from brokergroup.broker.client import Consumer, ProduceError, Producer
 from brokergroup.common.jsonl import read_jsonl
 
@@ -102,7 +103,14 @@ class ProducerClient:
     """Sends numbered messages to one queue, one at a time, at most `rate` per second."""
 
     def __init__(
-        self, process: str, producer: Producer, history: HistoryWriter, *, broker_set: str, topic: str, rate: float
+        self,
+        process: str,
+        producer: Producer | BinaryProducer,
+        history: HistoryWriter,
+        *,
+        broker_set: str,
+        topic: str,
+        rate: float,
     ) -> None:
         self.process = process
         self.producer = producer
@@ -162,7 +170,7 @@ class ConsumerClient:
     """Polls one queue from the master and records what it read."""
 
     def __init__(
-        self, process: str, consumer: Consumer, history: HistoryWriter, *, broker_set: str, topic: str
+        self, process: str, consumer: Consumer | BinaryConsumer, history: HistoryWriter, *, broker_set: str, topic: str
     ) -> None:
         self.process = process
         self.consumer = consumer

@@ -26,6 +26,7 @@ from typing import Any
 
 import aiohttp
 
+from brokergroup.broker.binary_client import BinaryConsumer, BinaryLinks, BinaryProducer
 from brokergroup.broker.client import Consumer, MasterFinder, Producer
 from brokergroup.chaos import checker, outage
 from brokergroup.chaos.history import (
@@ -63,6 +64,8 @@ class RunOptions:
     rate: float = 25.0
     """Sends per second per producer (each waits for its acknowledgement)."""
     recovery_timeout_s: float = 90.0
+    protocol: str = "binary"
+    """How producers and consumers reach the brokers: "binary" (the binary client port) or "http"."""
 
     @property
     def tolerate(self) -> tuple[str, ...]:
@@ -171,11 +174,23 @@ class ChaosRun:
         deadline = 2 * timing.heartbeat_timeout_ms / 1000 + 10
         stop_producing, stop_consuming = asyncio.Event(), asyncio.Event()
         async with aiohttp.ClientSession() as session, self.cluster.controller_client() as controller:
+            links = BinaryLinks(session)
+
+            def producer(name: str) -> Producer | BinaryProducer:
+                finder = self._finder(name, controller)
+                if opts.protocol == "binary":
+                    return BinaryProducer(finder, links=links, deadline_s=deadline, request_timeout_s=request_timeout)
+                return Producer(finder, session=session, deadline_s=deadline, request_timeout_s=request_timeout)
+
+            def consumer(name: str, group: str) -> Consumer | BinaryConsumer:
+                finder = self._finder(name, controller)
+                if opts.protocol == "binary":
+                    return BinaryConsumer(finder, group=group, links=links, request_timeout_s=request_timeout)
+                return Consumer(finder, group=group, session=session, request_timeout_s=request_timeout)
+
             producers = [
                 ProducerClient(
-                    f"p{len(self.cluster.sets) * k + i}",
-                    Producer(self._finder(name, controller), session=session, deadline_s=deadline,
-                             request_timeout_s=request_timeout),
+                    f"p{len(self.cluster.sets) * k + i}", producer(name),
                     self.history, broker_set=name, topic=TOPIC, rate=opts.rate,
                 )
                 for i, name in enumerate(sorted(self.cluster.sets))
@@ -183,10 +198,7 @@ class ChaosRun:
             ]  # fmt: skip
             consumers = [
                 ConsumerClient(
-                    f"c{i}",
-                    Consumer(self._finder(name, controller), group=f"chaos-{i}", session=session,
-                             request_timeout_s=request_timeout),
-                    self.history, broker_set=name, topic=TOPIC,
+                    f"c{i}", consumer(name, f"chaos-{i}"), self.history, broker_set=name, topic=TOPIC,
                 )
                 for i, name in enumerate(sorted(self.cluster.sets))
             ]  # fmt: skip
@@ -213,6 +225,7 @@ class ChaosRun:
                 stop_consuming.set()
                 for task in tasks:
                     task.cancel()
+                links.close()
                 await asyncio.gather(*tasks, return_exceptions=True)
 
     def _finder(self, broker_set: str, controller: ControllerClient) -> MasterFinder:
