@@ -51,6 +51,14 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+def quiet_access_log() -> None:
+    """One log line per decision: no INFO line for every Prometheus scrape of /metrics or kubelet probe of
+    /healthz (aiohttp's access log, for our server and kopf's liveness endpoint); at DEBUG they show."""
+    access = logging.getLogger("aiohttp.access")
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        access.setLevel(logging.WARNING)
+
+
 def run(args: argparse.Namespace) -> int:
     import kopf
 
@@ -62,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         OperatorSettings, config_file=args.config, flags=deep_merge(nested(flags), parse_overrides(args.overrides))
     )
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    quiet_access_log()
     operator = Operator(settings)
     kopf.run(
         registry=build_registry(operator),

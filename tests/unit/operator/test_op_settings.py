@@ -315,3 +315,19 @@ def test_invalid_settings_from_flags_are_a_settings_error(argv: tuple[str, ...],
 def test_set_without_equals_is_a_settings_error() -> None:
     with pytest.raises(SettingsError, match="KEY=VALUE"):
         settings_from(parse("--set", "retry_seconds"))
+
+
+@pytest.mark.parametrize(("root", "access"), [(logging.INFO, logging.WARNING), (logging.DEBUG, logging.NOTSET)])
+def test_no_access_log_line_per_scrape_or_probe_above_debug(root: int, access: int) -> None:
+    from brokergroup.operator import cmd
+
+    logger = logging.getLogger("aiohttp.access")
+    saved_root, saved_access = logging.getLogger().level, logger.level
+    try:
+        logging.getLogger().setLevel(root)
+        logger.setLevel(logging.NOTSET)
+        cmd.quiet_access_log()
+        assert logger.level == access
+    finally:
+        logging.getLogger().setLevel(saved_root)
+        logger.setLevel(saved_access)
