@@ -91,6 +91,13 @@ def unserved_reason(sts: str, view: SetView | None, pods: list[dict[str, Any]], 
     return []
 
 
+def newly_projected(view: SetView, old: dict[str, Any], failed: int) -> bool:
+    """The controller's master changed since the last status (`old`) and the pods' labels now agree with it:
+    an election to count and date. The labels may have needed no patch this cycle: the brokers label their
+    own pods, and the new master's patch often lands before the follower reads the pods."""
+    return not failed and view.master_pod is not None and view.master_pod != old.get("masterPod")
+
+
 class Follower:
     def __init__(self, reconciler: Reconciler) -> None:
         self.r = reconciler
@@ -225,7 +232,7 @@ class Follower:
             if view is None:
                 continue
             old = old_entries.get(sts) or {}
-            if steps and view.master_pod and view.master_pod != old.get("masterPod"):
+            if newly_projected(view, old, failed):
                 self._converged(sts, view, cursor)
             cursor.forget(sts, through_epoch=view.master_epoch)
             notes.extend(transitions(sts, old, follow.set_status(view)))

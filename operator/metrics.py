@@ -57,13 +57,14 @@ class OperatorMetrics:
 
         self.elections = Counter(
             "brokergroup_elections_total",
-            "Master changes the operator projected onto pod labels, by broker set and the controller's reason.",
+            "Master changes the operator saw on pod labels (patched by it or by the brokers), by broker set and "
+            "the controller's reason.",
             ["set", "reason"],
             registry=self.registry,
         )
         self.label_convergence = Histogram(
             "brokergroup_role_label_convergence_seconds",
-            "From the controller's commit of an election to the new master's role label patched.",
+            "From the controller's commit of an election to the operator seeing the role labels agree with it.",
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
             registry=self.registry,
         )

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from brokergroup.operator.follower import first_of, unserved_reason
+from brokergroup.operator.follower import first_of, newly_projected, unserved_reason
 from brokergroup.operator.roles import Member, SetView
 
 STS = "bg-broker-0"
@@ -94,3 +94,20 @@ def test_a_label_patch_carries_the_resource_version_it_was_planned_from() -> Non
     # follower plans again from what the pod now says, instead of overwriting a newer label with an older view.
     assert step.patch()["metadata"]["resourceVersion"] == "812"
     assert step.patch()["metadata"]["labels"]["brokergroup.io/role"] == "slave"
+
+
+@pytest.mark.parametrize(
+    ("old", "failed", "counted"),
+    [
+        ({"masterPod": f"{STS}-1"}, 0, True),  # the labels agree (whoever patched them): counted and dated
+        ({}, 0, True),  # the first master
+        ({"masterPod": f"{STS}-0"}, 0, False),  # no change
+        ({"masterPod": f"{STS}-1"}, 1, False),  # a label patch failed: not converged yet
+    ],
+    ids=["new-master", "first-master", "same-master", "patch-failed"],
+)
+def test_an_election_is_counted_once_the_labels_agree_whoever_patched_them(
+    old: dict[str, Any], failed: int, counted: bool
+) -> None:
+    assert newly_projected(view(), old, failed) is counted
+    assert newly_projected(view(None), old, failed) is False
