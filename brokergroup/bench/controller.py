@@ -28,8 +28,8 @@ from typing import Any
 from brokergroup.bench.stats import machine, summarize
 from brokergroup.controller import protocol
 from brokergroup.controller.agreement import Agreement, wait_for_agreement
-from brokergroup.controller.client import ControllerClient
-from brokergroup.controller.codes import ControllerError
+from brokergroup.controller.client import ControllerClient, ControllerUnavailable
+from brokergroup.controller.codes import ControllerError, ResponseCode
 from brokergroup.local.controllers import ControllerGroup
 from brokergroup.local.ports import free_ports
 
@@ -244,6 +244,7 @@ async def bench_group(*, ops: int, concurrency: int, sets: int, failovers: int) 
             async with ControllerClient([leader], token=token, timeout=30.0) as client:
                 begin = time.perf_counter()
                 await prepare_sets(client, names, max(concurrency, PREPARE_CONCURRENCY))
+                await heartbeat_everywhere(client, group.api_addresses, names)
                 prepared_s = time.perf_counter() - begin
                 beats = [
                     protocol.HeartbeatRequest(
@@ -364,12 +365,49 @@ def cpu_per_op(cpu_s: float, result: dict[str, Any]) -> float:
     return round(cpu_s * 1000 / max(1, int(result.get("ops", 0))), 3)
 
 
-async def post(client: ControllerClient, path: str, req: protocol.Message) -> dict[str, Any]:
+async def post(
+    client: ControllerClient, path: str, req: protocol.Message, *, address: str | None = None
+) -> dict[str, Any]:
     """A request without the fields left at their defaults, which an older controller may not know."""
     result: dict[str, Any] = await client.call(
-        "POST", path, body=req.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+        "POST", path, body=req.model_dump(mode="json", by_alias=True, exclude_defaults=True), address=address
     )
     return result
+
+
+async def heartbeat_everywhere(client: ControllerClient, addresses: list[str], names: list[str]) -> None:
+    """One heartbeat of every broker of `names` to every node, as brokers do: liveness is node-local,
+    so a leader elected while the bench runs (a loaded machine) knows the brokers too."""
+    beats = [(address, name, broker_id) for address in addresses for name in names for broker_id in (1, 2, 3)]
+
+    async def loop(share: list[tuple[str, str, int]]) -> None:
+        for address, name, broker_id in share:
+            req = protocol.HeartbeatRequest(
+                cluster_name=CLUSTER,
+                broker_name=name,
+                broker_addr=f"127.0.0.1:{20000 + broker_id}",
+                broker_id=broker_id,
+                heartbeat_timeout_mills=LONG_TIMEOUT_MS,
+            )
+            await post(client, "/v1/broker/heartbeat", req, address=address)
+
+    await asyncio.gather(*(loop(beats[w::PREPARE_CONCURRENCY]) for w in range(PREPARE_CONCURRENCY)))
+
+
+async def settle_post(client: ControllerClient, path: str, req: protocol.Message, *, attempts: int = 30) -> None:
+    """`post` for the set-up before a measurement: retried while no leader serves (a loaded machine may
+    change leaders); an elect-master retried after an unknown outcome may find its master in place."""
+    for attempt in range(attempts):
+        try:
+            await post(client, path, req)
+            return
+        except ControllerError as exc:
+            if attempt and exc.code == ResponseCode.CONTROLLER_MASTER_STILL_EXIST:
+                return
+            unavailable = isinstance(exc, ControllerUnavailable) or exc.code == ResponseCode.CONTROLLER_NOT_LEADER
+            if not unavailable or attempt == attempts - 1:
+                raise
+            await asyncio.sleep(0.5)
 
 
 async def prepare_set(client: ControllerClient, name: str) -> None:
@@ -378,19 +416,19 @@ async def prepare_set(client: ControllerClient, name: str) -> None:
     for broker_id in (1, 2, 3):
         addr = f"127.0.0.1:{20000 + broker_id}"
         check = f"{addr};0"
-        await post(
+        await settle_post(
             client,
             "/v1/broker/apply-id",
             protocol.ApplyIdRequest(
                 cluster_name=CLUSTER, broker_name=name, applied_broker_id=broker_id, register_check_code=check
             ),
         )
-        await post(
+        await settle_post(
             client,
             "/v1/broker/register",
             protocol.RegisterRequest(cluster_name=CLUSTER, broker_name=name, broker_id=broker_id, broker_address=addr),
         )
-        await post(
+        await settle_post(
             client,
             "/v1/broker/heartbeat",
             protocol.HeartbeatRequest(
@@ -401,7 +439,7 @@ async def prepare_set(client: ControllerClient, name: str) -> None:
                 heartbeat_timeout_mills=LONG_TIMEOUT_MS,
             ),
         )
-    await post(
+    await settle_post(
         client, "/v1/elect-master", protocol.ElectMasterRequest(cluster_name=CLUSTER, broker_name=name, broker_id=1)
     )
 
@@ -417,6 +455,7 @@ async def alter_round(*, tree: Path | None, ops: int, sets: int, concurrency: in
             leader = group.nodes[await group.leader(timeout=STARTUP_TIMEOUT_S)].api
             async with ControllerClient([leader], token=token) as client:
                 await prepare_sets(client, set_names(sets), max(concurrency, PREPARE_CONCURRENCY))
+                await heartbeat_everywhere(client, group.api_addresses, set_names(sets))
 
                 async def alter(name: str, i: int) -> float:
                     info = await client.call("GET", "/v1/replica-info", params={"brokerName": name})
