@@ -159,11 +159,15 @@ def test_printer_columns(bg: BrokerGroups) -> None:
         ),
         (
             {"brokers": {"replicas": 2, "minInSyncReplicas": 3}},
-            ["spec.brokers.minInSyncReplicas", "brokers.minInSyncReplicas cannot exceed brokers.replicas"],
+            [
+                "spec.brokers.minInSyncReplicas",
+                "brokers.replicas must be at least brokers.minInSyncReplicas (default 2) in Sync replication",
+                "set brokers.minInSyncReplicas between 1 and brokers.replicas",
+            ],
         ),
         (
-            {"brokers": {"replicas": 1}},
-            ["spec.brokers.minInSyncReplicas", "brokers.minInSyncReplicas cannot exceed brokers.replicas"],
+            {"brokers": {"replicas": 1}},  # minInSyncReplicas is the default: the message says so
+            ["brokers.replicas must be at least brokers.minInSyncReplicas (default 2)", "raise brokers.replicas"],
         ),
     ],
 )
