@@ -178,16 +178,30 @@ async def consume(request: web.Request) -> web.Response:
     offset = query_int(request, "offset", default=0)
     max_count = query_int(request, "maxCount", default=32, low=1, high=1024)
     max_bytes = query_int(request, "maxBytes", default=4 * 1024 * 1024, low=1, high=64 * 1024 * 1024)
+    low, high = ctx.store.queue_min_offset(topic, queue_id), ctx.store.queue_max_offset(topic, queue_id)
     messages = ctx.store.get_messages(topic, queue_id, offset, max_count=max_count, max_bytes=max_bytes)
     ctx.metrics.consumed.inc(len(messages))
     return web.json_response(
         {
+            "status": read_status(offset, low, high, found=bool(messages)),
             "messages": [message_json(m) for m in messages],
-            "nextOffset": messages[-1].queue_offset + 1 if messages else offset,
-            "minOffset": ctx.store.queue_min_offset(topic, queue_id),
-            "maxOffset": ctx.store.queue_max_offset(topic, queue_id),
+            "nextOffset": messages[-1].queue_offset + 1 if messages else max(offset, low),
+            "minOffset": low,
+            "maxOffset": high,
         }
     )
+
+
+def read_status(offset: int, low: int, high: int, *, found: bool) -> str:
+    """RocketMQ's GetMessageStatus for a read at `offset` of a queue holding [low, high): OFFSET_TOO_SMALL
+    when retention deleted the messages there (nextOffset is the queue's min offset), never an empty read."""
+    if found:
+        return "FOUND"
+    if offset < low:
+        return "OFFSET_TOO_SMALL"
+    if offset == high:
+        return "NO_NEW_MESSAGE" if high else "NO_MESSAGE_IN_QUEUE"
+    return "OFFSET_OVERFLOW_BADLY"
 
 
 async def commit_offset(request: web.Request) -> web.Response:

@@ -46,6 +46,24 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--controller", dest="controller.addresses", help="controller API addresses, ';'-separated")
     p.add_argument("--flush", dest="store.flush", choices=["SYNC", "ASYNC"])
     p.add_argument(
+        "--retention-ms",
+        dest="store.retention_ms",
+        type=int,
+        help="delete whole commit-log segments last written longer ago than this (confirmed ones only)",
+    )
+    p.add_argument(
+        "--retention-bytes",
+        dest="store.retention_bytes",
+        type=int,
+        help="delete the oldest whole segments while the commit log is bigger than this",
+    )
+    p.add_argument(
+        "--min-free-disk-bytes",
+        dest="store.min_free_disk_bytes",
+        type=int,
+        help="refuse puts (SERVICE_NOT_AVAILABLE, disk full) below this much free space (0: off)",
+    )
+    p.add_argument(
         "--all-ack",
         dest="ha.all_ack_in_sync_state_set",
         action="store_const",

@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from brokergroup.broker import podlabels
 from brokergroup.broker.api import BrokerContext, create_app
 from brokergroup.broker.binary_server import BinaryServer
+from brokergroup.broker.cleaner import RetentionTask
 from brokergroup.broker.controller_dns import ControllerDns
 from brokergroup.broker.ha.service import HAService
 from brokergroup.broker.metrics import BrokerMetrics
@@ -38,6 +39,7 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event | None = N
         interval_ms=settings.store.flush_interval_ms,
         timeout_ms=settings.store.sync_flush_timeout_ms,
     )
+    retention = RetentionTask(store, interval_ms=settings.store.retention_check_interval_ms)
     metrics = BrokerMetrics(CollectorRegistry())
     metrics.track_flushes(flushed_offset=lambda: store.flushed_offset, flushes=lambda: flusher.flush_count)
     link = settings.controller
@@ -79,6 +81,7 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event | None = N
             bound = await binary.start(settings.binary.host or settings.host)
             ctx.binary_address = f"{host}:{bound}"
         flusher.start()
+        retention.start()
         role.start()
         if dns is not None:
             role.set_controller_addresses(dns.addresses)  # the names' first answer
@@ -100,6 +103,7 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event | None = N
             await role.close()
             if labeler is not None:
                 await asyncio.to_thread(labeler.stop)
+            await retention.stop()
             await flusher.stop()
             if binary is not None:
                 await binary.close()

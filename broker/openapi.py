@@ -162,6 +162,12 @@ HAND_WRITTEN: dict[str, dict[str, Any]] = {
     },
     "MessagesResponse": obj(
         {
+            "status": {
+                "type": "string",
+                "enum": ["FOUND", "NO_NEW_MESSAGE", "NO_MESSAGE_IN_QUEUE", "OFFSET_TOO_SMALL", "OFFSET_OVERFLOW_BADLY"],
+                "description": "RocketMQ GetMessageStatus. OFFSET_TOO_SMALL: retention deleted the messages at this "
+                "offset; nextOffset is the queue's min offset.",
+            },
             "messages": {"type": "array", "items": ref("StoredMessage")},
             "nextOffset": {"type": "integer", "description": "The queue offset to ask for next."},
             "minOffset": INTEGER,

@@ -2,7 +2,8 @@
 
 RocketMQ's put path (reference §4.6) with brokergroup's write lease: refuse when not master,
 fenced or without a lease (SERVICE_NOT_AVAILABLE) or when too few replicas are in sync
-(IN_SYNC_REPLICAS_NOT_ENOUGH, nothing written); otherwise append, then wait for the flush and
+(IN_SYNC_REPLICAS_NOT_ENOUGH, nothing written) or when the disk is (nearly) full
+(SERVICE_NOT_AVAILABLE with a "disk full" remark, nothing written); otherwise append, then wait for the flush and
 the replica acks together. A replica failure overrides a flush failure. The in-sync count is
 checked again once the acks are in (Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND): a put acked by a
 set that shrank below `min_in_sync_replicas` while it waited is not PUT_OK. If the lease ran out
@@ -17,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from brokergroup.broker.errors import DiskFullError
 from brokergroup.broker.metrics import BrokerMetrics
 from brokergroup.broker.role import RoleManager
 from brokergroup.broker.store.types import Message, PutResult, PutStatus
@@ -76,7 +78,10 @@ class PutPath:
         short = ha.check_put()
         if short is not None:
             return PutOutcome(short, "in-sync replicas fewer than minInSyncReplicas; nothing was written")
-        result = write()
+        try:
+            result = write()
+        except DiskFullError as error:  # nothing was written (refused, or a failed write undone)
+            return PutOutcome(PutStatus.SERVICE_NOT_AVAILABLE, str(error))
         # One after the other, not gathered (two tasks per put): both fsyncs run meanwhile anyway, and
         # the master's own is usually done by the time the slowest replica has acknowledged.
         replicated = await ha.wait_replicated(result.next_offset)

@@ -376,7 +376,7 @@ class MessageStore:
         try:
             return self._log.append(records)
         except OSError as error:  # the log undid the partial write
-            raise DiskFullError(f"write failed and was undone: {error}") from error
+            raise DiskFullError(f"disk full: the write failed and was undone: {error}") from error
 
     # -- slave: replicated appends and truncation
     def append_raw(self, offset: int, data: bytes) -> None:
@@ -388,7 +388,7 @@ class MessageStore:
         try:
             self._log.append_raw(offset, data)
         except OSError as error:
-            raise DiskFullError(f"replicated write failed and was undone: {error}") from error
+            raise DiskFullError(f"disk full: the replicated write failed and was undone: {error}") from error
         except BaseException:
             if rebase and self._log.min_offset != offset:
                 self._head = previous
