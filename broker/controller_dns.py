@@ -9,6 +9,9 @@ them, and each gets its own heartbeat stream (brokers heartbeat every controller
 calls `on_change` with the new list (the role manager then opens streams to new nodes and closes
 those to vanished ones). A name whose lookup fails or answers nothing keeps the addresses it had
 (RocketMQ #6873: a DNS failure emptied the list), and is retried every second until it answers.
+While `degraded()` says a node it gave does not answer (the role manager: a heartbeat stream is
+down), the names are resolved every second too: a controller pod that came back with a new IP is
+heard from within about a second, not a whole interval.
 Before the first answer the name itself (`name:port`) stands in, resolved by each connection.
 
 `controller_addrs` is the pure part; the resolver is a seam (`Resolver`): by default the
@@ -40,6 +43,10 @@ async def system_resolver(host: str) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
+def _never() -> bool:
+    return False
+
+
 class ControllerDns:
     """Resolves the configured names now and then; tells `on_change` when the addresses change."""
 
@@ -58,6 +65,8 @@ class ControllerDns:
         self._resolved: dict[str, list[str]] = {}
         self._unanswered: set[str] = set()
         self.on_change: Callable[[list[str]], None] | None = None
+        self.degraded: Callable[[], bool] = _never
+        """True while some resolved node does not answer: resolve every second meanwhile."""
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -94,11 +103,15 @@ class ControllerDns:
 
     async def _run(self) -> None:
         while True:
-            await asyncio.sleep(min(self.interval_s, RETRY_S) if self._unanswered else self.interval_s)
+            await asyncio.sleep(self.next_wait())
             try:
                 await self.refresh()
             except Exception:  # a bug here must not stop the refreshes
                 logger.exception("controller address refresh failed")
+
+    def next_wait(self) -> float:
+        """Seconds to the next lookup: the interval, or at most a second while something is missing."""
+        return min(self.interval_s, RETRY_S) if self._unanswered or self.degraded() else self.interval_s
 
     async def stop(self) -> None:
         if self._task is not None:

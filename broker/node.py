@@ -86,6 +86,7 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event | None = N
         if dns is not None:
             role.set_controller_addresses(dns.addresses)  # the names' first answer
             dns.on_change = role.set_controller_addresses
+            dns.degraded = role.controllers_unreachable
             dns.start()
         logger.info(
             "broker %s/%s: api http://%s, binary %s, data %s",

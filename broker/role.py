@@ -307,6 +307,10 @@ class RoleManager:
         if self._beating:
             self._start_beats()
 
+    def controllers_unreachable(self) -> bool:
+        """True while some controller node's heartbeat stream is down (or not yet up)."""
+        return not all(stream.connected for stream in self._streams)
+
     def _start_beats(self) -> None:
         """A heartbeat loop for each stream that has none."""
         loop = asyncio.get_running_loop()

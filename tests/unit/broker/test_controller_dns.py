@@ -95,6 +95,23 @@ async def test_a_name_that_never_answered_is_retried_every_second_not_every_inte
         await dns.stop()
 
 
+async def test_names_are_asked_every_second_while_a_node_does_not_answer() -> None:
+    resolver = Answers(ctl=["10.0.0.1"])
+    dns = ControllerDns(["ctl:9878"], interval_ms=3_600_000, resolver=resolver)
+    await dns.refresh()
+    down = True
+    dns.degraded = lambda: down
+    dns.start()
+    try:
+        resolver.answers["ctl"] = ["10.0.0.2"]  # the node came back elsewhere
+        await until(lambda: dns.addresses == ["10.0.0.2:9878"], "the new address within seconds", timeout_s=10)
+        assert dns.next_wait() == 1.0
+        down = False
+        assert dns.next_wait() == 3600.0  # all nodes answer: back to the interval
+    finally:
+        await dns.stop()
+
+
 async def test_the_system_resolver_answers_for_localhost() -> None:
     assert "127.0.0.1" in await system_resolver("localhost")
     with pytest.raises(OSError):
