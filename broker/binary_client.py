@@ -110,11 +110,21 @@ class BinaryLinks:
         self.timeout = timeout
         self.addresses: dict[str, str] = {}
         self.connections: dict[str, BinaryConnection] = {}
+        self.locks: dict[str, asyncio.Lock] = {}
 
     async def get(self, http_address: str) -> BinaryConnection:
         conn = self.connections.get(http_address)
         if conn is not None and not conn.closed:
             return conn
+        async with self.locks.setdefault(http_address, asyncio.Lock()):  # one connection, however many callers
+            conn = self.connections.get(http_address)
+            if conn is not None and not conn.closed:
+                return conn
+            conn = await self._connect(http_address)
+            self.connections[http_address] = conn
+            return conn
+
+    async def _connect(self, http_address: str) -> BinaryConnection:
         binary = self.addresses.get(http_address)
         if binary is None:
             timeout = aiohttp.ClientTimeout(total=self.timeout)
@@ -127,12 +137,10 @@ class BinaryLinks:
                 )
             self.addresses[http_address] = binary
         try:
-            conn = await BinaryConnection.open(binary, timeout=self.timeout)
+            return await BinaryConnection.open(binary, timeout=self.timeout)
         except (OSError, TimeoutError):
             self.addresses.pop(http_address, None)  # the broker may have restarted on another port
             raise
-        self.connections[http_address] = conn
-        return conn
 
     def drop(self, http_address: str) -> None:
         conn = self.connections.pop(http_address, None)
