@@ -115,6 +115,9 @@ class BrokersSpec(_Model):
     master_update_strategy: MasterUpdateStrategy = MasterUpdateStrategy.UNSUPERVISED
     """How a roll of the broker pods (new image, resources or settings) treats each set's master, which rolls
     last."""
+    retention_hours: Annotated[int, Field(ge=1, le=87_600)] | None = None
+    """Delete whole commit-log segments last written longer ago than this many hours (RocketMQ fileReservedTime;
+    only confirmed segments, never the one being written). Unset: keep everything."""
 
     @model_validator(mode="after")
     def _in_sync(self) -> BrokersSpec:

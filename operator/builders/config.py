@@ -95,6 +95,12 @@ def replication_settings(spec: BrokerGroupSpec) -> dict[str, Any]:
     return {"all_ack_in_sync_state_set": False, "in_sync_replicas": 1, "min_in_sync_replicas": 1}
 
 
+def store_retention(spec: BrokerGroupSpec) -> dict[str, Any]:
+    """`store.retention_ms` from `brokers.retentionHours` (nothing when unset: keep everything)."""
+    hours = spec.brokers.retention_hours
+    return {} if hours is None else {"retention_ms": hours * 3_600_000}
+
+
 def broker_settings(bg: str, namespace: str, spec: BrokerGroupSpec) -> dict[str, Any]:
     """broker.toml (BrokerSettings keys) without broker_name and advertise_host."""
     return {
@@ -102,7 +108,7 @@ def broker_settings(bg: str, namespace: str, spec: BrokerGroupSpec) -> dict[str,
         "data_dir": BROKER_DATA_DIR,
         "host": ALL_INTERFACES,
         "port": names.BROKER_PORT,
-        "store": {"flush": "SYNC"},
+        "store": {"flush": "SYNC", **store_retention(spec)},
         "ha": {"host": ALL_INTERFACES, "port": names.BROKER_HA_PORT, **replication_settings(spec)},
         "controller": {
             "addresses": [controller_service_address(bg, namespace)],

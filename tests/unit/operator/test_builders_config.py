@@ -167,6 +167,16 @@ def test_async_broker_pod_acknowledges_alone(tmp_path: Path, monkeypatch: pytest
     )
     assert settings.store.flush is FlushMode.SYNC
     assert settings.controller.heartbeat_timeout_ms == 30_000
+    assert settings.store.retention_ms is None  # brokers.retentionHours unset: keep everything
+
+
+def test_broker_pods_get_the_retention_of_the_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bg_spec = spec(brokers={"retentionHours": 72})
+    settings = load_pod(
+        "demo-broker-0", "demo-broker-0-0", BrokerSettings, bg_spec=bg_spec, tmp_path=tmp_path, monkeypatch=monkeypatch
+    )
+    assert isinstance(settings, BrokerSettings)
+    assert settings.store.retention_ms == 72 * 3600 * 1000
 
 
 def test_the_smallest_heartbeat_timeout_passes_the_brokers_lease_check(
