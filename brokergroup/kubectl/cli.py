@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from brokergroup.kubectl import render, snapshot, targets
-from brokergroup.kubectl.kube import Kube
+from brokergroup.kubectl.kube import Kube, group_selector
 from brokergroup.kubectl.targets import PluginError
 from brokergroup.operator import labels, names
 from brokergroup.operator.builders.secret import BROKER_TOKEN_KEY
@@ -35,13 +35,24 @@ def status(kube: Kube, args: argparse.Namespace) -> int:
         for r in entry.get("replicas") or []
         if r.get("pod")
     ]
-    snap = snapshot.group(bg, nodes, kube.broker_statuses(args.namespace, pods))
+    snap = snapshot.group(bg, nodes, _broker_replies(kube, args.namespace, args.brokergroup, pods))
     if args.output == "json":
         sys.stdout.write(render.as_json(snap))
     else:
         colour = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
         sys.stdout.write(render.text(snap, colour=colour))
     return 0
+
+
+def _broker_replies(kube: Kube, ns: str, name: str, pods: list[str]) -> dict[str, dict[str, Any] | str]:
+    """Each broker's `GET /v1/status`, asked only of pods that run (a Pending pod has nothing to proxy to)."""
+    running = {
+        p["metadata"]["name"]
+        for p in kube.pods(ns, group_selector(name))
+        if (p.get("status") or {}).get("phase") == "Running" and (p.get("status") or {}).get("podIP")
+    }
+    asked = kube.broker_statuses(ns, [pod for pod in pods if pod in running])
+    return {pod: asked.get(pod, "pod is not running") for pod in pods}
 
 
 def _wait(what: str, deadline: float, check: Callable[[], Any], last: Callable[[], str]) -> Any:

@@ -132,6 +132,7 @@ def viewer_role(namespace: str, name: str, user: str, verbs_on_groups: list[str]
     ]
 
 
+@pytest.mark.timeout(600)  # many plugin processes, each a Python start, on a shared machine
 def test_documented_commands_bad_input_and_rbac(
     control_plane: ControlPlane,
     namespace: str,
@@ -287,6 +288,7 @@ def test_status_and_report_reach_running_controllers_through_the_pod_proxy(
     assert any(n.startswith("controllers/bg-controller-0/eventlog/") for n in names), sorted(names)
 
 
+@pytest.mark.timeout(900)  # many plugin processes, each a Python start, on a shared machine
 def test_fence_restart_unfence_on_running_pods(
     control_plane: ControlPlane,
     namespace: str,
