@@ -1,4 +1,4 @@
-"""`brokergroup bench audit`: the audit job on generated logs of 1M and 10M lines.
+"""`brokergroup bench audit`: the audit job on generated logs of 1M and 10M lines (`--lines 10k,1M,10M`).
 
 For each size the benchmark generates the logs (`generate`, not timed in the result), then in
 one SparkSession (`local[2]` by default):
@@ -10,7 +10,9 @@ one SparkSession (`local[2]` by default):
 4. the whole audit job (`job.run`: read, deduplicate, every table written as Parquet, the
    summary, the HTML report; no cross-check).
 
-Throughput is input lines per second (and unique events per second for the audit). Peak
+Throughput is input lines per second (and unique events per second for the audit), next to the
+CPU seconds of the driver JVM (which runs the executors too) and of this Python process. The
+audit also reports its Spark jobs, stages and shuffle bytes (`explain.RunStats`). Peak
 memory is the driver JVM's peak resident set size (`VmHWM` in `/proc/<pid>/status`; local
 mode runs the executors in the same JVM), reset before each phase by writing 5 to
 `/proc/<pid>/clear_refs`. If the reset is refused, the value is the peak since the JVM
@@ -48,13 +50,32 @@ SETS = 500
 FAULT_RATE = 48.0
 
 
+SUFFIXES = {"k": 1_000, "m": 1_000_000}
+
+
+def line_counts(text: str) -> list[int]:
+    """`10k,1M,10M` as [10000, 1000000, 10000000]; ValueError naming a bad item."""
+    counts = []
+    for item in (s.strip() for s in text.split(",")):
+        if not item:
+            continue
+        scale = SUFFIXES.get(item[-1].lower(), 1)
+        digits = item[:-1] if scale > 1 else item
+        try:
+            counts.append(int(float(digits) * scale))
+        except ValueError:
+            raise ValueError(f"{item!r} is not a line count (e.g. 10000, 10k, 1M)") from None
+    return counts
+
+
 def run(args: argparse.Namespace) -> int:
     try:
-        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    except ValueError:
-        sizes = []
+        sizes = line_counts(args.sizes)
+    except ValueError as exc:
+        print(f"brokergroup bench audit: --lines: {exc}", file=sys.stderr)
+        return 2
     if not sizes or min(sizes) < 1000:
-        print("brokergroup bench audit: --sizes must be line counts of at least 1000", file=sys.stderr)
+        print("brokergroup bench audit: --lines must be line counts of at least 1000", file=sys.stderr)
         return 2
     work = args.work or Path(tempfile.mkdtemp(prefix="brokergroup-bench-audit-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -113,7 +134,7 @@ def bench_size(spark: SparkSession, folder: Path, lines: int) -> dict[str, Any]:
     read_count()  # JIT and file cache warm-up, not measured
     baseline, counted = measured(pid, read_count)
     full_parse, _ = measured(pid, parse_all)
-    settings = job.JobSettings(input=str(folder / "logs"), out=folder / "audit")
+    settings = job.JobSettings(input=str(folder / "logs"), out=folder / "audit", explain=True)
     audit, result = measured(pid, lambda: job.run(spark, settings, files))
     summary = result.summary
     return {
@@ -132,6 +153,7 @@ def bench_size(spark: SparkSession, folder: Path, lines: int) -> dict[str, Any]:
             "eventsPerS": round(summary["input"]["events"] / audit["seconds"]),
             "findings": summary["findings"],
             "incidents": summary["incidents"]["total"],
+            "spark": summary["spark"],
         },
         "auditOverBaseline": round(audit["seconds"] / baseline["seconds"], 2),
     }
@@ -140,10 +162,22 @@ def bench_size(spark: SparkSession, folder: Path, lines: int) -> dict[str, Any]:
 def measured(pid: int, fn: Callable[[], Any]) -> tuple[dict[str, Any], Any]:
     """Run fn; (seconds and peak JVM RSS, fn's result)."""
     reset = reset_peak(pid)
+    jvm_cpu, own_cpu = cpu_seconds(pid), time.process_time()
     started = time.monotonic()
     value = fn()
     seconds = time.monotonic() - started
-    return {"seconds": round(seconds, 2), "peakRssMb": peak_rss_mb(pid), "peakRssReset": reset}, value
+    return {
+        "seconds": round(seconds, 2),
+        "cpuSeconds": {"jvm": round(cpu_seconds(pid) - jvm_cpu, 2), "python": round(time.process_time() - own_cpu, 2)},
+        "peakRssMb": peak_rss_mb(pid),
+        "peakRssReset": reset,
+    }, value
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process `pid` (all its threads), from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def reset_peak(pid: int) -> bool:

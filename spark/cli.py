@@ -46,6 +46,7 @@ AUDIT_ONLY = (
     "driver_memory",
     "cross_check_limit",
     "no_report",
+    "explain",
 )
 GENERATE_ONLY = ("sets", "days", "fault_rate", "seed", "plant", "nodes", "controller_failovers", "max_lines")
 FETCH_ONLY = ("controller", "timeout", "allow_partial", "json")
@@ -120,7 +121,13 @@ def add_bench_parser(kinds: Any) -> None:
     p: argparse.ArgumentParser = kinds.add_parser(
         "audit", help="Spark audit events/s and peak memory vs a bare Spark read-and-count"
     )
-    p.add_argument("--sizes", default="1000000,10000000", help="comma-separated line counts (default 1M and 10M)")
+    p.add_argument(
+        "--lines",
+        "--sizes",
+        dest="sizes",
+        default="1M,10M",
+        help="comma-separated line counts, with k or M for thousands or millions, e.g. 10k,1M,10M (default 1M,10M)",
+    )
     p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     p.add_argument("--driver-memory", default="4g", help="driver JVM heap (default 4g)")
     p.add_argument("--shuffle-partitions", type=int, default=8, help="spark.sql.shuffle.partitions (default 8)")

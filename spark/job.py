@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from brokergroup.spark import contract, extract, invariants, load, report, session, transform
+from brokergroup.spark import contract, explain, extract, invariants, load, report, session, transform
 from brokergroup.spark.options import add_arguments, pick
 from brokergroup.spark.params import AuditParams
 from brokergroup.spark.transform import prepare
@@ -45,14 +45,18 @@ class JobSettings:
     cross_check_limit: int = 500_000
     """Cross-check only inputs of at most this many lines (the Python side holds them in memory)."""
     report: bool = True
+    explain: bool = False
+    """Count the run's Spark jobs, stages and shuffle bytes (`explain.RunStats`)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class AuditResult:
     summary: dict[str, Any]
     exit_code: int
-    tables: dict[str, DataFrame]
-    """The output tables, read back from Parquet."""
+    tables: dict[str, Path]
+    """Where each output table was written (Parquet)."""
+    spark_stats: explain.RunStats | None = None
+    """What the run cost Spark (`JobSettings.explain`)."""
 
 
 def input_files(settings: JobSettings) -> list[Path] | None:
@@ -81,47 +85,82 @@ def run(
     spark: SparkSession, settings: JobSettings, files: list[Path] | None, console: Console | None = None
 ) -> AuditResult:
     started = time.monotonic()
+    with explain.tracked(spark.sparkContext) as group:
+        summary, code = audit(spark, settings, files, console)
+    stats = explain.RunStats.of(spark.sparkContext, group) if settings.explain else None
+    if stats is not None:
+        summary["spark"] = stats.as_json()
+    summary["elapsedSeconds"] = round(time.monotonic() - started, 3)
+    summary["outputs"] = {
+        "tables": str(settings.out / "tables"),
+        "report": str(settings.out / "report.html") if settings.report else None,
+    }
+    load.write_summary(settings.out / "summary.json", summary)
+    return AuditResult(summary, code, {name: settings.out / "tables" / name for name in transform.TABLES}, stats)
+
+
+def audit(
+    spark: SparkSession, settings: JobSettings, files: list[Path] | None, console: Console | None
+) -> tuple[dict[str, Any], int]:
+    """The Spark part of `run`: (summary, exit code).
+
+    The flat deduplicated lines and the sets' raft timeline are cached until the last table that
+    reads them is written;
+    every table is cached as it is written (`load.write_tables`) until the summary, the report and
+    the cross-check have used it."""
     out = settings.out
     out.mkdir(parents=True, exist_ok=True)
     total = 3 + len(transform.TABLES) + settings.report + settings.fail_on_violations
+    written: dict[str, DataFrame] = {}
     with progress_steps(console, total) as step:
-        step("reading and deduplicating")
-        raw = extract.read(spark, settings.input, files)
-        grouped = prepare.group_lines(raw).persist(StorageLevel.MEMORY_AND_DISK_DESER)
         try:
-            stats = load.first(prepare.line_stats(grouped))
-            if stats["events"] == 0:
-                raise extract.AuditInputError(f"{settings.input}: no valid event-log records in {stats['lines']} lines")
-            step("locating corrupt lines")
-            corrupt_files = extract.corrupt_lines_by_file(raw) if stats["corrupt"] else []
-            events = prepare.events_of(grouped)
+            step("reading and deduplicating")
+            raw = extract.read(spark, settings.input, files)
+            grouped = prepare.group_lines(raw).persist(StorageLevel.MEMORY_AND_DISK_DESER)
+            try:
+                stats = load.first(prepare.line_stats(grouped))
+                if stats["events"] == 0:
+                    raise extract.AuditInputError(
+                        f"{settings.input}: no valid event-log records in {stats['lines']} lines"
+                    )
+                step("locating corrupt lines")
+                corrupt_files = extract.corrupt_lines_by_file(raw) if stats["corrupt"] else []
+                events = prepare.events_of(grouped)
+                timeline = prepare.raft_timeline(events).persist(StorageLevel.MEMORY_AND_DISK)
 
-            def writing(name: str) -> None:
-                step(f"table {name}")
+                def writing(name: str) -> None:
+                    step(f"table {name}")
 
-            base = load.write_tables(transform.base_tables(events, settings.params), out / "tables", writing)
-            derived = transform.derived_tables(events, base, settings.params)
-            written = base | load.write_tables(derived, out / "tables", writing)
+                try:
+                    base = transform.base_tables(events, timeline, settings.params)
+                    written |= load.write_tables(base, out / "tables", writing)
+                    derived = transform.derived_tables(events, timeline, written, settings.params)
+                    written |= load.write_tables(derived, out / "tables", writing)
+                finally:
+                    timeline.unpersist()
+            finally:
+                grouped.unpersist()
+            step("summary")
+            values = load.summary_values(written)
+            summary = load.summarize(spark, values, stats=stats, params=settings.params, corrupt_files=corrupt_files)
+            if settings.report:
+                step("report")
+                report.write(
+                    out,
+                    summary,
+                    written,
+                    values["electionsByDay"]["rows"],
+                    long_s=settings.params.long_risk_window_s,
+                )
+            code = VIOLATIONS if settings.fail_on_violations and summary["findings"]["violations"] else OK
+            if settings.fail_on_violations:
+                step("cross-check with plain Python")
+                summary["crossCheck"] = cross_check(written["findings"], files, stats["lines"], settings)
+                if summary["crossCheck"]["status"] == "disagree":
+                    code = CROSS_CHECK_FAILED
         finally:
-            grouped.unpersist()
-        step("summary")
-        summary = load.summarize(spark, written, stats=stats, params=settings.params, corrupt_files=corrupt_files)
-        if settings.report:
-            step("report")
-            report.write(out, summary, written, long_s=settings.params.long_risk_window_s)
-        code = VIOLATIONS if settings.fail_on_violations and summary["findings"]["violations"] else OK
-        if settings.fail_on_violations:
-            step("cross-check with plain Python")
-            summary["crossCheck"] = cross_check(written["findings"], files, stats["lines"], settings)
-            if summary["crossCheck"]["status"] == "disagree":
-                code = CROSS_CHECK_FAILED
-    summary["elapsedSeconds"] = round(time.monotonic() - started, 3)
-    summary["outputs"] = {
-        "tables": str(out / "tables"),
-        "report": str(out / "report.html") if settings.report else None,
-    }
-    load.write_summary(out / "summary.json", summary)
-    return AuditResult(summary, code, written)
+            load.unpersist(written)
+    return summary, code
 
 
 def cross_check(findings: DataFrame, files: list[Path] | None, lines: int, settings: JobSettings) -> dict[str, Any]:
@@ -198,6 +237,7 @@ def run_from_args(args: argparse.Namespace, *, default_master: str | None) -> in
         fail_on_violations=args.fail_on_violations,
         cross_check_limit=pick(args.cross_check_limit, JobSettings.cross_check_limit),
         report=not args.no_report,
+        explain=args.explain,
     )
     err = Console(stderr=True)
     code, summary = execute(
@@ -218,6 +258,8 @@ def print_summary(console: Console, summary: dict[str, Any], settings: JobSettin
     console.print(f"[{style}]{found['violations']} violations[/], {found['warnings']} warnings: {found['byKind']}")
     if "crossCheck" in summary:
         console.print(f"cross-check with plain Python: {summary['crossCheck']['status']}")
+    if "spark" in summary:
+        console.print(explain.line(summary["spark"]), soft_wrap=True, highlight=False)
     console.print(f"summary: {settings.out / 'summary.json'}  tables: {settings.out / 'tables'}")
 
 

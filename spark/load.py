@@ -4,7 +4,9 @@
 - `<out>/summary.json`: the headline numbers (`summarize`; fields in docs/audit.md);
 - `<out>/report.html` with PNG charts (`report`).
 
-The summary is computed from the tables read back from Parquet, so nothing is computed twice.
+Each table is cached as it is written, so the derived tables, the summary and the report use
+the rows just computed instead of reading the Parquet back or computing them again. The summary
+is one query (`summary_row`): one single-row aggregate per table, joined.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from brokergroup.spark import contract
@@ -28,15 +31,20 @@ SUMMARY_VERSION = 1
 def write_tables(
     tables: dict[str, DataFrame], directory: Path, on_start: Callable[[str], None] | None = None
 ) -> dict[str, DataFrame]:
-    """Write every table as Parquet and return them read back; `on_start(name)` before each."""
-    back = {}
+    """Write every table as Parquet and return them cached (the write fills the cache); `on_start(name)`
+    before each. The caller unpersists them (`unpersist`)."""
+    cached = {}
     for name, df in tables.items():
         if on_start is not None:
             on_start(name)
-        path = str(directory / name)
-        df.write.mode("overwrite").parquet(path)
-        back[name] = df.sparkSession.read.parquet(path)
-    return back
+        cached[name] = df.persist(StorageLevel.MEMORY_AND_DISK)
+        cached[name].write.mode("overwrite").parquet(str(directory / name))
+    return cached
+
+
+def unpersist(tables: dict[str, DataFrame]) -> None:
+    for df in tables.values():
+        df.unpersist()
 
 
 def plain(row: Row) -> dict[str, Any]:
@@ -49,15 +57,31 @@ def first(df: DataFrame) -> dict[str, Any]:
     return plain(row)
 
 
+def summary_values(tables: dict[str, DataFrame]) -> dict[str, Any]:
+    """`summary_row` collected, as plain Python values (dates as ISO strings)."""
+    row = summary_row(tables).first()
+    assert row is not None
+    values: dict[str, Any] = deep_plain(row.asDict(recursive=True))
+    return values
+
+
+def deep_plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: deep_plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [deep_plain(v) for v in value]
+    return value.isoformat() if isinstance(value, dt.date) else value
+
+
 def summarize(
     spark: SparkSession,
-    tables: dict[str, DataFrame],
+    row: dict[str, Any],
     *,
     stats: dict[str, Any],
     params: AuditParams,
     corrupt_files: list[tuple[str, int]],
 ) -> dict[str, Any]:
-    """The JSON summary (docs/audit.md lists the fields)."""
+    """The JSON summary (docs/audit.md lists the fields) from `summary_values`."""
     return {
         "summaryVersion": SUMMARY_VERSION,
         "sparkVersion": spark.version,
@@ -74,69 +98,99 @@ def summarize(
             "flapWindowS": params.flap_window_s,
             "flapThreshold": params.flap_threshold,
         },
-        "elections": elections_summary(tables["elections"]),
-        "incidents": incidents_summary(tables["incidents"], tables["mttr"]),
-        "syncStateSet": sync_state_summary(tables["sync_state_changes"]),
-        "riskWindows": first(
-            tables["risk_windows"].agg(
-                F.count(F.lit(1)).alias("count"),
-                F.coalesce(F.sum("durationMs"), F.lit(0)).alias("totalMs"),
-                F.max("durationMs").alias("maxMs"),
-                F.count(F.when(F.col("open"), 1)).alias("open"),
-                F.count(F.when(F.col("long"), 1)).alias("long"),
-            )
-        ),
-        "flapping": {
-            "brokers": [
-                plain(r)
-                for r in tables["flapping"]
-                .where(F.col("flapping"))
-                .select("brokerName", "brokerId", "maxInWindow", "transitions")
-                .orderBy(F.desc("maxInWindow"), "brokerName", "brokerId")
-                .limit(100)
-                .collect()
-            ],
-        },
-        "controller": controller_summary(tables["controller_leaders"]),
-        "completeness": {
-            "indexGaps": gaps(tables["index_gaps"]),
-            "nodeGaps": gaps(tables["node_gaps"]),
-        },
-        "findings": findings_summary(tables["findings"]),
+        "elections": elections_summary(row["elections"]),
+        "incidents": incidents_summary(row["incidents"], row["mttr"]),
+        "syncStateSet": row["syncStateSet"],
+        "riskWindows": row["riskWindows"],
+        "flapping": {"brokers": [{k: v for k, v in r.items() if k != "order"} for r in row["flapping"]["rows"]]},
+        "controller": row["controller"],
+        "completeness": {"indexGaps": row["indexGaps"], "nodeGaps": row["nodeGaps"]},
+        "findings": findings_summary(row["findings"]),
     }
 
 
-def sync_state_summary(changes: DataFrame) -> dict[str, int]:
-    counted = {r["change"] + "s": int(r["count"]) for r in changes.groupBy("change").count().collect()}
-    return {"shrinks": 0, "expands": 0} | counted
-
-
-def gaps(table: DataFrame) -> dict[str, Any]:
-    return first(table.agg(F.count(F.lit(1)).alias("gaps"), F.coalesce(F.sum("missing"), F.lit(0)).alias("missing")))
-
-
-def elections_summary(elections: DataFrame) -> dict[str, Any]:
-    by_result = {r["electionResult"]: r["count"] for r in elections.groupBy("electionResult").count().collect()}
-    unclean = first(
-        elections.agg(
+def summary_row(tables: dict[str, DataFrame]) -> DataFrame:
+    """One row, one struct column per part of the summary: every table's aggregates in one query."""
+    t = tables
+    gap = F.col("leaderlessMs")
+    flapping = F.struct((-F.col("maxInWindow")).alias("order"), "brokerName", "brokerId", "maxInWindow", "transitions")
+    daily = t["elections_daily"].groupBy("day", "electionResult").agg(F.sum("elections").alias("n"))
+    parts = {
+        "elections": t["elections"].agg(
+            *counts("electionResult", contract.ELECTION_RESULTS),
+            F.count(F.when(F.col("electionResult").isNull(), 1)).alias("null"),
             F.count(F.when(F.col("controllerUnclean"), 1)).alias("controller"),
             F.count(F.when(F.col("derivedUnclean"), 1)).alias("derived"),
             F.count(F.when(F.col("derivedUnclean").isNull(), 1)).alias("unknown"),
             F.count(F.when(~F.col("agrees"), 1)).alias("mismatches"),
-        )
-    )
-    return {"total": sum(by_result.values()), "byResult": by_result, "unclean": unclean}
-
-
-def incidents_summary(incidents: DataFrame, mttr: DataFrame) -> dict[str, Any]:
-    counts = first(
-        incidents.agg(
+        ),
+        "incidents": t["incidents"].agg(
             F.count(F.lit(1)).alias("total"),
             F.count(F.when(F.col("recovered"), 1)).alias("recovered"),
             F.count(F.when(~F.col("recovered"), 1)).alias("open"),
-        )
-    )
-    rows = [plain(r) for r in mttr.orderBy("scope", "key").collect()]
+        ),
+        "mttr": t["mttr"].agg(
+            F.sort_array(
+                F.collect_list(F.struct("scope", "key", "incidents", "open", "p50Ms", "p90Ms", "p99Ms", "maxMs"))
+            ).alias("rows")
+        ),
+        "syncStateSet": t["sync_state_changes"].agg(
+            F.count(F.when(F.col("change") == "shrink", 1)).alias("shrinks"),
+            F.count(F.when(F.col("change") == "expand", 1)).alias("expands"),
+        ),
+        "riskWindows": t["risk_windows"].agg(
+            F.count(F.lit(1)).alias("count"),
+            F.coalesce(F.sum("durationMs"), F.lit(0)).alias("totalMs"),
+            F.max("durationMs").alias("maxMs"),
+            F.count(F.when(F.col("open"), 1)).alias("open"),
+            F.count(F.when(F.col("long"), 1)).alias("long"),
+        ),
+        "flapping": t["flapping"]
+        .where(F.col("flapping"))
+        .agg(F.slice(F.sort_array(F.collect_list(flapping)), 1, 100).alias("rows")),
+        "controller": t["controller_leaders"].agg(
+            F.count(F.lit(1)).alias("leaders"),
+            F.count("previousTerm").alias("leaderChanges"),
+            F.coalesce(F.sum(F.when(gap > 0, gap)), F.lit(0)).alias("leaderlessMsTotal"),
+            F.max(F.when(gap > 0, gap)).alias("leaderlessMsMax"),
+            F.count(F.when(gap < 0, 1)).alias("overlaps"),
+        ),
+        "indexGaps": gaps(t["index_gaps"]),
+        "nodeGaps": gaps(t["node_gaps"]),
+        "findings": t["findings"].agg(*counts("kind", tuple(contract.FINDING_KINDS))),
+        "electionsByDay": daily.agg(F.sort_array(F.collect_list(F.struct("day", "electionResult", "n"))).alias("rows")),
+    }
+    joined = None
+    for name, df in parts.items():
+        one = df.select(F.struct(*df.columns).alias(name))
+        joined = one if joined is None else joined.crossJoin(one)
+    assert joined is not None
+    return joined
+
+
+def counts(column: str, values: tuple[str, ...]) -> list[Column]:
+    """One count per known value of `column`, named after the value."""
+    return [F.count(F.when(F.col(column) == v, 1)).alias(v) for v in values]
+
+
+def nonzero(counted: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in counted.items() if v}
+
+
+def gaps(table: DataFrame) -> DataFrame:
+    return table.agg(F.count(F.lit(1)).alias("gaps"), F.coalesce(F.sum("missing"), F.lit(0)).alias("missing"))
+
+
+def elections_summary(counted: dict[str, Any]) -> dict[str, Any]:
+    by_result: dict[str | None, int] = {r: counted[r] for r in contract.ELECTION_RESULTS if counted[r]}
+    if counted["null"]:
+        by_result[None] = counted["null"]
+    unclean = {k: counted[k] for k in ("controller", "derived", "unknown", "mismatches")}
+    return {"total": sum(by_result.values()), "byResult": by_result, "unclean": unclean}
+
+
+def incidents_summary(counts: dict[str, Any], mttr: dict[str, Any]) -> dict[str, Any]:
+    rows = mttr["rows"]
     overall = next((r for r in rows if r["scope"] == "all"), None)
     keep = ("incidents", "open", "p50Ms", "p90Ms", "p99Ms", "maxMs")
 
@@ -147,26 +201,13 @@ def incidents_summary(incidents: DataFrame, mttr: DataFrame) -> dict[str, Any]:
     return {**counts, "mttrMs": mttr_all, "perSet": per("set"), "perCause": per("cause")}
 
 
-def controller_summary(leaders: DataFrame) -> dict[str, Any]:
-    gap = F.col("leaderlessMs")
-    return first(
-        leaders.agg(
-            F.count(F.lit(1)).alias("leaders"),
-            F.count("previousTerm").alias("leaderChanges"),
-            F.coalesce(F.sum(F.when(gap > 0, gap)), F.lit(0)).alias("leaderlessMsTotal"),
-            F.max(F.when(gap > 0, gap)).alias("leaderlessMsMax"),
-            F.count(F.when(gap < 0, 1)).alias("overlaps"),
-        )
-    )
-
-
-def findings_summary(findings: DataFrame) -> dict[str, Any]:
-    by_kind = {r["kind"]: r["count"] for r in findings.groupBy("kind").count().collect()}
+def findings_summary(by_kind: dict[str, int]) -> dict[str, Any]:
+    found = nonzero(by_kind)
     severity = contract.FINDING_KINDS
     return {
-        "violations": sum(n for k, n in by_kind.items() if severity[k] == contract.VIOLATION),
-        "warnings": sum(n for k, n in by_kind.items() if severity[k] == contract.WARNING),
-        "byKind": dict(sorted(by_kind.items())),
+        "violations": sum(n for k, n in found.items() if severity[k] == contract.VIOLATION),
+        "warnings": sum(n for k, n in found.items() if severity[k] == contract.WARNING),
+        "byKind": dict(sorted(found.items())),
     }
 
 

@@ -25,6 +25,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a.add_argument("--driver-memory", help="driver JVM heap for local masters (default 2g)")
     a.add_argument("--cross-check-limit", type=int, metavar="LINES", help="cross-check inputs up to this size")
     a.add_argument("--no-report", action="store_true", help="skip the HTML report")
+    a.add_argument(
+        "--explain", action="store_true", help="print the run's Spark jobs, stages and shuffle bytes (also in summary)"
+    )
 
 
 def pick(value: Any, default: Any) -> Any:

@@ -5,7 +5,9 @@
 - `risk-windows.png`: every risk window as (start, duration), with the `long` limit drawn.
 
 Charts are drawn with matplotlib's object API (no pyplot, no global state). Large inputs are
-sampled down to `MAX_POINTS` rows before they leave Spark; the page says so.
+sampled down to `MAX_POINTS` rows before they leave Spark; the page says so. The elections per
+day come with the summary's query (`load.summary_values`); the risk windows are collected once,
+for the chart and the table of the longest, when they fit.
 """
 
 from __future__ import annotations
@@ -47,8 +49,8 @@ def mttr_chart(incidents: DataFrame, path: Path, total: int) -> str:
     return "sampled" if sampled else ""
 
 
-def elections_chart(daily: DataFrame, path: Path) -> None:
-    rows = daily.groupBy("day", "electionResult").agg(F.sum("elections").alias("n")).orderBy("day").collect()
+def elections_chart(rows: list[dict[str, Any]], path: Path) -> None:
+    """`rows`: (day, electionResult, n), elections per UTC day and result."""
     days = sorted({r["day"] for r in rows})
     fig = Figure(figsize=(8, 3.2))
     ax = fig.subplots()
@@ -68,9 +70,22 @@ def elections_chart(daily: DataFrame, path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
-def risk_chart(windows: DataFrame, path: Path, total: int, long_s: float) -> str:
-    df, sampled = sample(windows.select("startMs", "durationMs"), total)
-    rows = df.collect()
+RISK_COLUMNS = ["brokerName", "startMs", "durationMs", "open", "minSize", "masterBrokerId", "term", "index"]
+
+
+def risk_rows(windows: DataFrame, total: int) -> tuple[list[tuple[int, int]], list[dict[str, Any]], str]:
+    """(start and duration of every window, or a sample; the 20 longest; the chart's note)."""
+    if total <= MAX_POINTS:
+        rows = [r.asDict() for r in windows.select(*RISK_COLUMNS).collect()]
+        longest = sorted(rows, key=lambda r: -r["durationMs"])[:20]
+        return [(r["startMs"], r["durationMs"]) for r in rows], longest, ""
+    df, _ = sample(windows.select("startMs", "durationMs"), total)
+    points = [(r[0], r[1]) for r in df.collect()]
+    longest = [r.asDict() for r in windows.select(*RISK_COLUMNS).orderBy(F.desc("durationMs")).limit(20).collect()]
+    return points, longest, "sampled"
+
+
+def risk_chart(rows: list[tuple[int, int]], path: Path, long_s: float) -> None:
     fig = Figure(figsize=(8, 3.2))
     ax = fig.subplots()
     if rows:
@@ -85,7 +100,6 @@ def risk_chart(windows: DataFrame, path: Path, total: int, long_s: float) -> str
     fig.autofmt_xdate()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    return "sampled" if sampled else ""
 
 
 def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
@@ -99,18 +113,26 @@ def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def write(out: Path, summary: dict[str, Any], tables: dict[str, DataFrame], *, long_s: float) -> Path:
+def write(
+    out: Path,
+    summary: dict[str, Any],
+    tables: dict[str, DataFrame],
+    elections_by_day: list[dict[str, Any]],
+    *,
+    long_s: float,
+) -> Path:
     """Write report.html and its charts into `out`; returns the page's path."""
+    points, longest, risk_note = risk_rows(tables["risk_windows"], summary["riskWindows"]["count"])
+    risk_chart(points, out / "risk-windows.png", long_s)
     notes = {
         "mttr": mttr_chart(tables["incidents"], out / "mttr.png", summary["incidents"]["total"]),
-        "risk": risk_chart(tables["risk_windows"], out / "risk-windows.png", summary["riskWindows"]["count"], long_s),
+        "risk": risk_note,
     }
-    elections_chart(tables["elections_daily"], out / "elections.png")
+    elections_chart(elections_by_day, out / "elections.png")
     findings = [
         r.asDict()
         for r in tables["findings"].orderBy(F.desc("severity"), "kind", "brokerName", "ts").limit(200).collect()
     ]
-    longest = [r.asDict() for r in tables["risk_windows"].orderBy(F.desc("durationMs")).limit(20).collect()]
     mttr_rows = [{"scope": "all", "key": "all", **(summary["incidents"]["mttrMs"] or {})}] + [
         {"scope": "cause", "key": k, **v} for k, v in summary["incidents"]["perCause"].items()
     ]

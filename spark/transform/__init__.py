@@ -2,10 +2,12 @@
 
 Two stages, so that a job can write the first and build the second from what it wrote
 instead of computing the first again:
-- `base_tables(events, params)`: the tables computed from the deduplicated events
-  (`prepare.events_of`);
-- `derived_tables(events, base, params)`: daily counts, MTTR percentiles and the findings,
-  computed from the base tables (and, for the epoch and log checks, the events).
+- `base_tables(events, timeline, params)`: the tables computed from the deduplicated events
+  (`prepare.events_of`) and the sets' raft timeline (`prepare.raft_timeline`: one sort per set
+  with every lag and running column the raft-order tables need);
+- `derived_tables(events, timeline, base, params)`: daily counts, MTTR percentiles and the
+  findings, computed from the base tables (and, for the epoch and log checks, the timeline
+  and the events).
 `audit` is both at once. Nothing here reads or writes files or triggers a Spark action.
 """
 
@@ -14,7 +16,16 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 
 from brokergroup.spark.params import AuditParams
-from brokergroup.spark.transform import completeness, controller, elections, findings, incidents, liveness, sync_state
+from brokergroup.spark.transform import (
+    completeness,
+    controller,
+    elections,
+    findings,
+    incidents,
+    liveness,
+    prepare,
+    sync_state,
+)
 
 BASE_TABLES = (
     "elections",
@@ -33,14 +44,18 @@ TABLES = BASE_TABLES + DERIVED_TABLES
 __all__ = ["BASE_TABLES", "DERIVED_TABLES", "TABLES", "AuditParams", "audit", "base_tables", "derived_tables"]
 
 
-def base_tables(events: DataFrame, params: AuditParams) -> dict[str, DataFrame]:
+def base_tables(events: DataFrame, timeline: DataFrame, params: AuditParams) -> dict[str, DataFrame]:
+    """`timeline`: `prepare.raft_timeline(events)` (the job caches it)."""
     positions = completeness.positions(events)
     tables = {
-        "elections": elections.elections(events),
+        "elections": elections.elections(timeline),
         "incidents": incidents.incidents(events),
-        "sync_state_changes": sync_state.changes(events),
+        "sync_state_changes": sync_state.changes(timeline),
         "risk_windows": sync_state.risk_windows(
-            events, min_in_sync_replicas=params.min_in_sync_replicas, long_ms=params.long_risk_window_ms
+            timeline,
+            prepare.horizon(events),
+            min_in_sync_replicas=params.min_in_sync_replicas,
+            long_ms=params.long_risk_window_ms,
         ),
         "flapping": liveness.flapping(events, window_ms=params.flap_window_ms, threshold=params.flap_threshold),
         "controller_leaders": controller.leaders(events),
@@ -51,11 +66,13 @@ def base_tables(events: DataFrame, params: AuditParams) -> dict[str, DataFrame]:
     return tables
 
 
-def derived_tables(events: DataFrame, base: dict[str, DataFrame], params: AuditParams) -> dict[str, DataFrame]:
+def derived_tables(
+    events: DataFrame, timeline: DataFrame, base: dict[str, DataFrame], params: AuditParams
+) -> dict[str, DataFrame]:
     found = findings.union(
         [
             *elections.unclean_findings(base["elections"]),
-            *elections.epoch_findings(events),
+            *elections.epoch_findings(timeline),
             completeness.conflict_findings(events),
             controller.term_conflicts(events),
             *completeness.gap_findings(base["index_gaps"], base["node_gaps"]),
@@ -72,5 +89,6 @@ def derived_tables(events: DataFrame, base: dict[str, DataFrame], params: AuditP
 
 def audit(events: DataFrame, params: AuditParams) -> dict[str, DataFrame]:
     """Every output table (see `TABLES`) from the deduplicated events."""
-    base = base_tables(events, params)
-    return {**base, **derived_tables(events, base, params)}
+    timeline = prepare.raft_timeline(events)
+    base = base_tables(events, timeline, params)
+    return {**base, **derived_tables(events, timeline, base, params)}

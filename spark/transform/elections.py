@@ -18,10 +18,10 @@ CLEAN_BROKER_DATA starts a new segment, epochs restart there):
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from brokergroup.spark.transform import findings, prepare
+from brokergroup.spark.transform import findings
 
 ELECT = "ELECT_MASTER"
 
@@ -31,17 +31,10 @@ def utc_day(ts_ms: Column) -> Column:
     return F.date_add(F.lit("1970-01-01").cast("date"), F.floor(ts_ms / 86_400_000).cast("int"))
 
 
-def elections(events: DataFrame) -> DataFrame:
-    """One row per ELECT_MASTER with the state before it and both unclean verdicts."""
-    w = prepare.raft_order("brokerName")
-    before = (
-        prepare.set_raft(events)
-        .withColumn("hasPrevious", F.lag("eventId").over(w).isNotNull())
-        .withColumn("previousMasterEpoch", F.lag("masterEpoch").over(w))
-        .withColumn("previousMasterBrokerId", F.lag("masterBrokerId").over(w))
-        .withColumn("previousSyncStateSet", F.lag("syncStateSet").over(w))
-        .where(F.col("type") == ELECT)
-    )
+def elections(timeline: DataFrame) -> DataFrame:
+    """One row per ELECT_MASTER with the state before it and both unclean verdicts, from the
+    sets' raft timeline (`prepare.raft_timeline`)."""
+    before = timeline.where(F.col("type") == ELECT)
     new_master = F.col("electionResult") == "new_master_elected"
     derived = (
         F.when(~new_master, F.lit(False))
@@ -105,13 +98,10 @@ def unclean_findings(elections_df: DataFrame) -> list[DataFrame]:
     ]
 
 
-def epoch_findings(events: DataFrame) -> list[DataFrame]:
-    """epoch_gap and epoch_regression between consecutive records, and split_brain per epoch."""
-    segmented = prepare.with_segment(prepare.set_raft(events)).where(F.col("masterEpoch").isNotNull())
-    w = prepare.raft_order("brokerName", "segment")
-    steps = segmented.withColumn("previousEpoch", F.lag("masterEpoch").over(w)).withColumn(
-        "previousMaster", F.lag("masterBrokerId").over(w)
-    )
+def epoch_findings(timeline: DataFrame) -> list[DataFrame]:
+    """epoch_gap and epoch_regression between consecutive records with a masterEpoch (in one
+    segment), and split_brain per epoch, from the raft timeline (`prepare.raft_timeline`)."""
+    steps = timeline.where(F.col("masterEpoch").isNotNull()).withColumnRenamed("previousEpochMaster", "previousMaster")
     d = F.col("masterEpoch") - F.col("previousEpoch")
     elect = (F.col("type") == ELECT) & (F.coalesce(F.col("electionResult"), F.lit("")) != "keep_current_master")
     other_master = F.coalesce(F.col("previousMaster") != F.col("masterBrokerId"), F.lit(False))
@@ -122,31 +112,27 @@ def epoch_findings(events: DataFrame) -> list[DataFrame]:
     return [
         findings.as_findings(steps.where(gap), "epoch_gap", detail=detail, **where),
         findings.as_findings(steps.where(regression), "epoch_regression", detail=detail, **where),
-        split_brain(segmented),
+        split_brain(steps),
     ]
 
 
 def split_brain(segmented: DataFrame) -> DataFrame:
-    """One finding per (set, masterEpoch) with more than one master, at the first record that
-    names a master other than the epoch's first one."""
-    per_epoch = Window.partitionBy("brokerName", "segment", "masterEpoch").orderBy("term", "index", "eventId")
-    with_first = segmented.where(F.col("masterBrokerId").isNotNull()).withColumn(
-        "firstMaster", F.first("masterBrokerId").over(per_epoch)
-    )
-    other = F.col("masterBrokerId") != F.col("firstMaster")
-    offending = F.struct("term", "index", "eventId", "ts", "masterBrokerId")
+    """One finding per (set, segment, masterEpoch) with more than one master, at the first record
+    that names a master other than the epoch's first one. One aggregation: the epoch's records
+    with a master, as a list, searched with array functions."""
+    record = F.struct("term", "index", "eventId", "ts", "masterBrokerId")
     epochs = (
-        with_first.groupBy("brokerName", "segment", "masterEpoch")
-        .agg(
-            F.array_sort(F.collect_set("masterBrokerId")).alias("masters"),
-            F.min(F.when(other, offending)).alias("first"),
-        )
+        segmented.where(F.col("masterBrokerId").isNotNull())
+        .groupBy("brokerName", "segment", "masterEpoch")
+        .agg(F.array_sort(F.collect_set("masterBrokerId")).alias("masters"), F.collect_list(record).alias("records"))
         .where(F.size("masters") > 1)
     )
+    first_master = F.array_min("records")["masterBrokerId"]
+    offending = F.array_min(F.filter("records", lambda r: r["masterBrokerId"] != first_master))
     masters = F.array_join(F.col("masters").cast("array<string>"), ", ")
     detail = F.format_string("masters [%s] in masterEpoch %d", masters, "masterEpoch")
     return findings.as_findings(
-        epochs,
+        epochs.withColumn("first", offending),
         "split_brain",
         detail=detail,
         brokerName=F.col("brokerName"),

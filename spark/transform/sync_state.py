@@ -25,11 +25,12 @@ def risk_threshold(min_in_sync_replicas: int) -> int:
     return max(2, min_in_sync_replicas)
 
 
-def changes(events: DataFrame) -> DataFrame:
-    """One row per replica that left (shrink) or joined (expand) a set's sync-state-set."""
-    with_sss = prepare.set_raft(events).where(F.col("syncStateSet").isNotNull())
-    w = prepare.raft_order("brokerName")
-    steps = with_sss.withColumn("before", F.lag("syncStateSet").over(w)).where(F.col("before").isNotNull())
+def changes(timeline: DataFrame) -> DataFrame:
+    """One row per replica that left (shrink) or joined (expand) a set's sync-state-set, from the
+    sets' raft timeline (`prepare.raft_timeline`)."""
+    steps = timeline.where(F.col("syncStateSet").isNotNull() & F.col("syncStateSetBefore").isNotNull()).withColumn(
+        "before", F.col("syncStateSetBefore")
+    )
     moved = F.concat(
         tagged("shrink", F.array_except("before", "syncStateSet")),
         tagged("expand", F.array_except("syncStateSet", "before")),
@@ -54,18 +55,20 @@ def tagged(change: str, replicas: Column) -> Column:
     return F.transform(replicas, lambda r: F.struct(F.lit(change).alias("c"), r.alias("r")))
 
 
-def at_risk(threshold: int) -> Column:
-    sss = F.col("syncStateSet")
-    return F.coalesce(F.col("masterBrokerId").isNotNull() & sss.isNotNull() & (F.size(sss) < threshold), F.lit(False))
+def at_risk(threshold: int, master: str = "masterBrokerId", sss: str = "syncStateSet") -> Column:
+    """A record at risk: it has a master and a sync-state-set smaller than `threshold`."""
+    s = F.col(sss)
+    return F.coalesce(F.col(master).isNotNull() & s.isNotNull() & (F.size(s) < threshold), F.lit(False))
 
 
-def risk_windows(events: DataFrame, *, min_in_sync_replicas: int, long_ms: int) -> DataFrame:
-    """One row per risk window: start, end, duration, open, smallest set size, master at start."""
+def risk_windows(timeline: DataFrame, horizon: DataFrame, *, min_in_sync_replicas: int, long_ms: int) -> DataFrame:
+    """One row per risk window: start, end, duration, open, smallest set size, master at start. From
+    the sets' raft timeline (`prepare.raft_timeline`); open windows end at `horizon` (`prepare.horizon`)."""
     w = prepare.raft_order("brokerName")
+    threshold = risk_threshold(min_in_sync_replicas)
     flagged = (
-        prepare.set_raft(events)
-        .withColumn("risk", at_risk(risk_threshold(min_in_sync_replicas)))
-        .withColumn("wasRisk", F.coalesce(F.lag("risk").over(w), F.lit(False)))
+        timeline.withColumn("risk", at_risk(threshold))
+        .withColumn("wasRisk", at_risk(threshold, "previousMasterBrokerId", "previousSyncStateSet"))
         .withColumn("starts", F.col("risk") & ~F.col("wasRisk"))
         .withColumn("island", F.sum(F.col("starts").cast("int")).over(w.rowsBetween(Window.unboundedPreceding, 0)))
     )
@@ -78,7 +81,7 @@ def risk_windows(events: DataFrame, *, min_in_sync_replicas: int, long_ms: int) 
             F.max(F.when(~F.col("risk"), F.col("ts"))).alias("closedTs"),
             F.min(F.when(F.col("risk"), F.size("syncStateSet"))).alias("minSize"),
         )
-        .crossJoin(prepare.horizon(events))
+        .crossJoin(horizon)
     )
     end = F.coalesce(F.col("closedTs"), F.col("horizonTs"))
     duration = end - F.col("s.ts")

@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 from audit_factories import T0, Events, Scenario, expected, rows
 
-from brokergroup.spark.transform import elections, findings
+from brokergroup.spark.transform import elections, findings, prepare
 
 DAY = 86_400_000
 
@@ -34,7 +34,7 @@ def zoo() -> Scenario:
 
 
 def test_each_election_with_the_state_before_it_and_both_verdicts(events: Events, zoo: Scenario) -> None:
-    out = elections.elections(events(zoo.records))
+    out = elections.elections(prepare.raft_timeline(events(zoo.records)))
     picked = out.where("masterEpoch > 1 or brokerName = 'again' or brokerName = 'split'")
     columns = ("brokerName", "masterEpoch", "electionResult", "previousSyncStateSet", "controllerUnclean")
     assert rows(picked, *columns, "derivedUnclean", "agrees") == expected(
@@ -55,7 +55,7 @@ def test_each_election_with_the_state_before_it_and_both_verdicts(events: Events
 
 
 def test_elections_per_set_day_and_result(events: Events, zoo: Scenario) -> None:
-    daily = elections.elections_daily(elections.elections(events(zoo.records))).where(
+    daily = elections.elections_daily(elections.elections(prepare.raft_timeline(events(zoo.records)))).where(
         "brokerName in ('clean', 'unclean')"
     )
     first, second = dt.date(2026, 1, 1), dt.date(2026, 1, 2)
@@ -75,8 +75,10 @@ def test_elections_per_set_day_and_result(events: Events, zoo: Scenario) -> None
 
 
 def test_unclean_and_epoch_findings(events: Events, zoo: Scenario) -> None:
-    df = events(zoo.records)
-    found = findings.union([*elections.unclean_findings(elections.elections(df)), *elections.epoch_findings(df)])
+    timeline = prepare.raft_timeline(events(zoo.records))
+    found = findings.union(
+        [*elections.unclean_findings(elections.elections(timeline)), *elections.epoch_findings(timeline)]
+    )
     index = {(r["brokerName"], r["ts"]): r["index"] for r in zoo.records if r["type"] == "ELECT_MASTER"}
 
     def at(kind: str, name: str, ms: int, broker: int | None, value: int) -> dict[str, object]:

@@ -59,3 +59,16 @@ def test_events_keep_the_smallest_node_and_list_every_node(
         {"source": "local", "node": "n0", "copies": 1, "nodes": ["n0"], "count": 1},
         {"source": "raft", "node": "n0", "copies": 3, "nodes": ["n0", "n1", "n2"], "count": 5},
     ]
+
+
+def test_a_field_the_format_does_not_know_is_ignored(spark: SparkSession, tmp_path: Path) -> None:
+    """A newer controller may add a field (e.g. the event's position in its raft entry): the audit reads
+    the records as before, and copies that differ only in that field are not a conflict."""
+    s = Scenario().running_set()
+    s.at(2_000).lost("s", 2)
+    for n, record in enumerate(s.records):
+        record["entryPosition"] = n if record["node"] == "n0" else 0
+    files = write_logs(tmp_path, s)
+    stats = load.first(prepare.line_stats(prepare.group_lines(extract.read(spark, str(tmp_path), files))))
+    counts = {k: stats[k] for k in ("lines", "events", "invalid", "corrupt", "conflicting")}
+    assert counts == {"lines": 16, "events": 6, "invalid": 0, "corrupt": 0, "conflicting": 0}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from audit_factories import T0, Events, Scenario, expected, rows
 
-from brokergroup.spark.transform import sync_state
+from brokergroup.spark.transform import prepare, sync_state
 
 
 def history() -> Scenario:
@@ -19,7 +19,7 @@ def history() -> Scenario:
 
 
 def test_every_replica_that_left_or_joined(events: Events) -> None:
-    out = sync_state.changes(events(history().records))
+    out = sync_state.changes(prepare.raft_timeline(events(history().records)))
     assert rows(out, "ts", "type", "change", "replica", "sizeBefore", "sizeAfter") == expected(
         [
             change(0, "ELECT_MASTER", "expand", 1, 0, 1),
@@ -37,8 +37,9 @@ def test_every_replica_that_left_or_joined(events: Events) -> None:
 
 def test_risk_windows_with_the_default_and_a_higher_min_in_sync(events: Events) -> None:
     df = events(history().records)
+    timeline, horizon = prepare.raft_timeline(df), prepare.horizon(df)
     columns = ("startMs", "endMs", "durationMs", "open", "minSize", "masterBrokerId", "long")
-    default = sync_state.risk_windows(df, min_in_sync_replicas=1, long_ms=600_000)
+    default = sync_state.risk_windows(timeline, horizon, min_in_sync_replicas=1, long_ms=600_000)
     assert rows(default, *columns) == expected(
         [
             window(0, 1_000, False, 1, 1, False),
@@ -46,7 +47,7 @@ def test_risk_windows_with_the_default_and_a_higher_min_in_sync(events: Events) 
             window(400_000, 1_000_000, True, 1, 2, True),
         ]
     )
-    three = sync_state.risk_windows(df, min_in_sync_replicas=3, long_ms=600_000)
+    three = sync_state.risk_windows(timeline, horizon, min_in_sync_replicas=3, long_ms=600_000)
     assert rows(three, *columns) == expected(
         [
             window(0, 1_000, False, 1, 1, False),
