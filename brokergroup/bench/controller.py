@@ -243,8 +243,8 @@ async def bench_group(*, ops: int, concurrency: int, sets: int, failovers: int) 
             leader = group.nodes[await group.leader(timeout=STARTUP_TIMEOUT_S)].api
             async with ControllerClient([leader], token=token, timeout=30.0) as client:
                 begin = time.perf_counter()
-                await prepare_sets(client, names, max(concurrency, PREPARE_CONCURRENCY))
                 await heartbeat_everywhere(client, group.api_addresses, names)
+                await prepare_sets(client, names, max(concurrency, PREPARE_CONCURRENCY))
                 prepared_s = time.perf_counter() - begin
                 beats = [
                     protocol.HeartbeatRequest(
@@ -376,8 +376,9 @@ async def post(
 
 
 async def heartbeat_everywhere(client: ControllerClient, addresses: list[str], names: list[str]) -> None:
-    """One heartbeat of every broker of `names` to every node, as brokers do: liveness is node-local,
-    so a leader elected while the bench runs (a loaded machine) knows the brokers too."""
+    """One heartbeat of every broker of `names` to every node, as brokers do, before the sets are set
+    up: liveness is node-local, so a leader elected while the bench runs (a loaded machine) knows
+    the brokers too, and its inactive-master scan finds every master alive."""
     beats = [(address, name, broker_id) for address in addresses for name in names for broker_id in (1, 2, 3)]
 
     async def loop(share: list[tuple[str, str, int]]) -> None:
@@ -454,8 +455,8 @@ async def alter_round(*, tree: Path | None, ops: int, sets: int, concurrency: in
         try:
             leader = group.nodes[await group.leader(timeout=STARTUP_TIMEOUT_S)].api
             async with ControllerClient([leader], token=token) as client:
-                await prepare_sets(client, set_names(sets), max(concurrency, PREPARE_CONCURRENCY))
                 await heartbeat_everywhere(client, group.api_addresses, set_names(sets))
+                await prepare_sets(client, set_names(sets), max(concurrency, PREPARE_CONCURRENCY))
 
                 async def alter(name: str, i: int) -> float:
                     info = await client.call("GET", "/v1/replica-info", params={"brokerName": name})
@@ -642,6 +643,7 @@ async def bench(
     runs = []
     for count in counts:
         runs.append(await bench_group(ops=ops, concurrency=concurrency, sets=count, failovers=failovers))
+        print(json.dumps({"partial": runs[-1]}), file=sys.stderr, flush=True)  # a long run's results so far
     baseline = await asyncio.to_thread(raft_baseline, ops=ops, concurrency=concurrency)
     extra: dict[str, Any] = {}
     if baseline_tree is not None:
