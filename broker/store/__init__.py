@@ -8,6 +8,9 @@
   consumer-group offsets, fed record by record;
 - `put_plan`: validation, encoding and deduplication of a put (pure);
 - `checkpoint`: the confirm-offset checkpoint file;
+- `head`: the head-state file (what segments deleted by retention leave behind);
+- `retention`: which head segments retention may delete (pure);
+- `diskspace`: the free-space check that refuses puts on a (nearly) full disk;
 - `message_store`: `MessageStore`, the store replication and the client API work against;
 - `flusher`: asyncio group commit (SYNC) or periodic flush (ASYNC) around the store.
 """
