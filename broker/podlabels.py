@@ -8,9 +8,10 @@ replica patches its own Pod on every role change:
   writes, so the operator's stale-epoch guard sees the broker's epoch;
 - demote first: a broker that stops being master relabels itself `slave` as it takes the new role, and a
   new master labels itself only after it has become master **and** after it took `role=master` off the
-  master it followed until then (a JSON patch that tests for `role=master`, so it changes nothing on a pod
-  that already relabelled itself). Without that step the two patches race: the old master learns of the
-  election a moment after the new one, and for that moment the master Service selected both;
+  master it followed until then (a JSON patch that tests for `role=master` and for the master epoch it
+  followed, so it changes nothing on a pod that already relabelled itself or was elected again since).
+  Without that step the two patches race: the old master learns of the election a moment after the new
+  one, and for that moment the master Service selected both;
 - at start, before anything else, the broker removes a stale `role=master` from its Pod (a killed master
   that restarts is not master until the controller says so). `/readyz` waits for that patch, so a
   restarted old master never turns Ready while carrying `role=master`.
@@ -55,8 +56,9 @@ class Wanted:
     role: str | None
     broker_id: int | None = None
     epoch: int | None = None
-    demote: tuple[str, ...] = ()
-    """Other pods of the set to take `role=master` off before this patch (a new master's predecessor)."""
+    demote: tuple[tuple[str, int], ...] = ()
+    """(pod, its master epoch): other pods of the set to take `role=master` off before this patch, if they
+    still say master at that epoch (a new master's predecessor)."""
 
     def patch(self) -> dict[str, Any]:
         """The JSON merge patch of the Pod (a None value removes the key)."""
@@ -83,9 +85,9 @@ class PatchFailed(Exception):
 
 Patcher = Callable[[dict[str, Any]], None]
 """Applies one JSON merge patch to the Pod; raises `PatchFailed`."""
-Demoter = Callable[[str], None]
-"""Relabels another pod of the set from `role=master` to `slave`; nothing when it is not labelled master or
-is gone; raises `PatchFailed`."""
+Demoter = Callable[[str, int], None]
+"""Relabels another pod of the set from `role=master` at the given master epoch to `slave`; nothing when it is
+not labelled so or is gone; raises `PatchFailed`."""
 
 
 def peer_pod(address: str | None, own: str) -> str | None:
@@ -177,8 +179,8 @@ class PodLabeler:
                 wanted, version = self._wanted, self._version
             try:
                 if wanted.role == "master" and self._demoter is not None:
-                    for other in wanted.demote:  # demote first; a retry repeats it harmlessly
-                        self._demoter(other)
+                    for other, other_epoch in wanted.demote:  # demote first; a retry repeats it harmlessly
+                        self._demoter(other, other_epoch)
                 self._patcher(wanted.patch())
             except PatchFailed as exc:
                 self._count(exc.result)
@@ -220,11 +222,14 @@ class PodLabeler:
             self._in_sync_gauge.set(value)
 
 
-DEMOTE_PATCH: Final = [
-    {"op": "test", "path": "/metadata/labels/brokergroup.io~1role", "value": "master"},
-    {"op": "replace", "path": "/metadata/labels/brokergroup.io~1role", "value": "slave"},
-]
-"""A JSON patch: `role=master` becomes `slave`; the API server refuses it (422) when the test fails."""
+def demote_patch(epoch: int) -> list[dict[str, str]]:
+    """A JSON patch: `role=master` at master epoch `epoch` becomes `slave`; the API server refuses it (422)
+    when a test fails (the pod relabelled itself, or was elected again and carries a newer epoch)."""
+    return [
+        {"op": "test", "path": "/metadata/labels/brokergroup.io~1role", "value": "master"},
+        {"op": "test", "path": "/metadata/annotations/brokergroup.io~1master-epoch", "value": str(epoch)},
+        {"op": "replace", "path": "/metadata/labels/brokergroup.io~1role", "value": "slave"},
+    ]
 
 
 class Announcer:
@@ -234,11 +239,13 @@ class Announcer:
     def __init__(self, labeler: PodLabeler, master_address: Callable[[], str | None]) -> None:
         self.labeler = labeler
         self.master_address = master_address
-        self.followed: str | None = None
+        self.followed: tuple[str, int] | None = None
+        """(pod, master epoch) of the master this broker followed last."""
 
     def __call__(self, new_role: Role, epoch: int, broker_id: int | None) -> None:
         if new_role is Role.SLAVE:
-            self.followed = peer_pod(self.master_address(), self.labeler.pod)
+            pod = peer_pod(self.master_address(), self.labeler.pod)
+            self.followed = None if pod is None else (pod, epoch)
         demote = (self.followed,) if new_role is Role.MASTER and self.followed is not None else ()
         role = None if new_role is Role.NONE else new_role.value
         self.labeler.publish(Wanted(role=role, broker_id=broker_id, epoch=epoch, demote=demote))
@@ -288,9 +295,9 @@ def kube_patchers(settings: KubernetesSettings) -> tuple[Patcher, Demoter]:
     def patch(body: dict[str, Any]) -> None:
         send(name, body, "application/merge-patch+json")
 
-    def demote(pod: str) -> None:
-        # 422: the test failed (the pod is not labelled master: nothing to do); 404: the pod is gone.
-        send(pod, DEMOTE_PATCH, "application/json-patch+json", moot=(404, 422))
+    def demote(pod: str, epoch: int) -> None:
+        # 422: a test failed (the pod is not labelled master at that epoch: nothing to do); 404: it is gone.
+        send(pod, demote_patch(epoch), "application/json-patch+json", moot=(404, 422))
 
     return patch, demote
 

@@ -13,7 +13,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from brokergroup.broker.metrics import BrokerMetrics
-from brokergroup.broker.podlabels import Announcer, PatchFailed, PodLabeler, Wanted, peer_pod
+from brokergroup.broker.podlabels import Announcer, PatchFailed, PodLabeler, Wanted, demote_patch, peer_pod
 from brokergroup.broker.role import Role
 
 
@@ -54,8 +54,8 @@ class FakeDemoter:
         self.failures = failures
         self.demoted: list[str] = []
 
-    def __call__(self, pod: str) -> None:
-        self.order.append(f"demote:{pod}")
+    def __call__(self, pod: str, epoch: int) -> None:
+        self.order.append(f"demote:{pod}@{epoch}")
         if self.failures > 0:
             self.failures -= 1
             raise PatchFailed("refused", "403 Forbidden")
@@ -188,17 +188,18 @@ def test_a_new_master_takes_the_master_label_off_its_predecessor_before_it_label
     api, demoter = FakeApi(order=order), FakeDemoter(order=order, failures=2)
     labeler = make_with_demoter(api, demoter)
     until(lambda: labeler.cleared)
-    labeler.publish(Wanted("master", broker_id=2, epoch=5, demote=("bg-broker-0-0",)))
+    labeler.publish(Wanted("master", broker_id=2, epoch=5, demote=(("bg-broker-0-0", 4),)))
     until(lambda: labeler.in_sync, timeout=15)
     # The start patch; then the demotion, refused twice: the own label waits for it, then follows it.
-    assert order == ["self:None", "demote:bg-broker-0-0", "demote:bg-broker-0-0", "demote:bg-broker-0-0", "self:master"]
+    demote = "demote:bg-broker-0-0@4"
+    assert order == ["self:None", demote, demote, demote, "self:master"]
     assert demoter.demoted == ["bg-broker-0-0"]
 
 
 def test_only_a_promotion_demotes(make_with_demoter: Callable[[FakeApi, FakeDemoter], PodLabeler]) -> None:
     order: list[str] = []
     labeler = make_with_demoter(FakeApi(order=order), FakeDemoter(order=order))
-    labeler.publish(Wanted("slave", broker_id=2, epoch=5, demote=("bg-broker-0-0",)))
+    labeler.publish(Wanted("slave", broker_id=2, epoch=5, demote=(("bg-broker-0-0", 4),)))
     until(lambda: labeler.in_sync and order[-1:] == ["self:slave"])
     assert not any(step.startswith("demote") for step in order), order
 
@@ -221,5 +222,14 @@ def test_a_promotion_demotes_the_master_the_broker_followed_last() -> None:
     assert published == [
         Wanted(None, broker_id=None, epoch=0),
         Wanted("slave", broker_id=1, epoch=3),
-        Wanted("master", broker_id=1, epoch=4, demote=("bg-broker-0-0",)),
+        Wanted("master", broker_id=1, epoch=4, demote=(("bg-broker-0-0", 3),)),
+    ]
+
+
+def test_the_demotion_tests_the_role_and_the_epoch_it_followed() -> None:
+    # A predecessor elected again since (a newer epoch on its pod) keeps its label: the API answers 422.
+    assert demote_patch(7) == [
+        {"op": "test", "path": "/metadata/labels/brokergroup.io~1role", "value": "master"},
+        {"op": "test", "path": "/metadata/annotations/brokergroup.io~1master-epoch", "value": "7"},
+        {"op": "replace", "path": "/metadata/labels/brokergroup.io~1role", "value": "slave"},
     ]
