@@ -411,17 +411,19 @@ async def heartbeat_everywhere(client: ControllerClient, addresses: list[str], n
                 broker_id=broker_id,
                 heartbeat_timeout_mills=LONG_TIMEOUT_MS,
             )
-            await post(client, "/v1/broker/heartbeat", req, address=address)
+            await settle_post(client, "/v1/broker/heartbeat", req, address=address)
 
     await asyncio.gather(*(loop(beats[w::PREPARE_CONCURRENCY]) for w in range(PREPARE_CONCURRENCY)))
 
 
-async def settle_post(client: ControllerClient, path: str, req: protocol.Message, *, attempts: int = 30) -> None:
+async def settle_post(
+    client: ControllerClient, path: str, req: protocol.Message, *, attempts: int = 120, address: str | None = None
+) -> None:
     """`post` for the set-up before a measurement: retried while no leader serves (a loaded machine may
     change leaders); an elect-master retried after an unknown outcome may find its master in place."""
     for attempt in range(attempts):
         try:
-            await post(client, path, req)
+            await post(client, path, req, address=address)
             return
         except ControllerError as exc:
             if attempt and exc.code == ResponseCode.CONTROLLER_MASTER_STILL_EXIST:
