@@ -45,6 +45,9 @@ from brokergroup.broker.store.types import Appended
 DEFAULT_SEQ_WINDOW: Final = 1024
 DEFAULT_MAX_PRODUCERS: Final = 1024
 
+_REBUILD_DISPATCH_BATCH: Final = 256
+"""`rebuild` dispatches every this many records (few calls, few records pending)."""
+
 QueueKey = tuple[str, int]
 """(topic, queue_id)."""
 
@@ -67,9 +70,10 @@ class RecordInfo:
         return self.offset + self.size
 
     @classmethod
-    def from_decoded(cls, record: DecodedRecord) -> RecordInfo:
+    def from_decoded(cls, record: DecodedRecord, *, offset: int | None = None) -> RecordInfo:
+        """The record's info; `offset` overrides the record's own (decoded from a chunk of the log)."""
         return cls(
-            offset=record.offset,
+            offset=record.offset if offset is None else offset,
             size=record.size,
             kind=record.kind,
             topic=record.topic,
@@ -223,7 +227,7 @@ class StoreIndexes:
     @classmethod
     def rebuild(
         cls,
-        records: Iterable[DecodedRecord],
+        records: Iterable[DecodedRecord | RecordInfo],
         *,
         dispatch_up_to: int,
         max_producers: int = DEFAULT_MAX_PRODUCERS,
@@ -235,9 +239,10 @@ class StoreIndexes:
         to `dispatch_up_to`."""
         indexes = cls(max_producers=max_producers, seq_window=seq_window, head=head, history_bucket=history_bucket)
         for record in records:
-            indexes.append(RecordInfo.from_decoded(record))
-            if record.offset + record.size <= dispatch_up_to:
-                indexes.dispatch(record.offset + record.size)
+            info = record if isinstance(record, RecordInfo) else RecordInfo.from_decoded(record)
+            indexes.append(info)
+            if info.end <= dispatch_up_to and len(indexes._pending) >= _REBUILD_DISPATCH_BATCH:
+                indexes.dispatch(info.end)
         indexes.dispatch(dispatch_up_to)
         return indexes
 

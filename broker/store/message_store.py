@@ -97,6 +97,22 @@ def scan_records(log: SegmentedLog, start: int) -> Iterator[DecodedRecord]:
         offset += len(chunk)
 
 
+def scan_infos(log: SegmentedLog, start: int) -> Iterator[RecordInfo]:
+    """What the indexes need of every record of `log` from `start` (as `scan_records`, cheaper)."""
+    offset = start
+    while offset < log.max_offset:
+        chunk = log.read(offset, SCAN_CHUNK)
+        position = 0
+        while position < len(chunk):
+            item = decode_record(chunk, position, max_body=log.max_body)
+            if isinstance(item, DecodedRecord):
+                yield RecordInfo.from_decoded(item, offset=offset + position)
+            elif not isinstance(item, Blank):
+                raise CorruptLogError(f"commit log item at offset={offset + position} is damaged: {item}")
+            position += item.size
+        offset += len(chunk)
+
+
 def decode_all(data: bytes, *, base: int, max_body: int) -> Iterator[DecodedRecord]:
     """The records of whole items in `data`, their offsets shifted by `base`."""
     position = 0
@@ -220,7 +236,7 @@ class MessageStore:
 
     def _rebuild(self) -> StoreIndexes:
         return StoreIndexes.rebuild(
-            scan_records(self._log, self._log.min_offset),
+            scan_infos(self._log, self._log.min_offset),
             dispatch_up_to=self._confirm,
             max_producers=self._max_producers,
             head=self._head,
