@@ -58,8 +58,15 @@ SMALL_INPUT_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.adaptive
 
 def sql_conf(*, shuffle_partitions: int, small_input: bool = False) -> dict[str, str]:
     """Session settings for any master, spark-submit's too: UTC dates, few shuffle partitions (audit
-    inputs are MB to GB) and, for small inputs, no code generation or adaptive execution."""
-    conf = {"spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": str(shuffle_partitions)}
+    inputs are MB to GB), adaptive execution of cached plans, and, for small inputs, no code generation
+    or adaptive execution."""
+    conf = {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        # The job caches its tables as it writes them; let adaptive execution coalesce the cached plans'
+        # shuffle partitions too (otherwise every small table keeps 8 partitions and each read of it 8 tasks).
+        "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
+    }
     if small_input:
         conf |= SMALL_INPUT_CONF
     return conf

@@ -44,9 +44,9 @@ def test_the_documented_explain_commands_print_what_the_run_cost(
 def test_only_the_jobs_of_the_group_are_counted(spark: SparkSession) -> None:
     spark.range(100).selectExpr("id % 7 AS k").groupBy("k").count().collect()  # outside: not counted
     with explain.tracked(spark.sparkContext) as group:
-        spark.range(1000).selectExpr("id % 3 AS k").groupBy("k").count().collect()
+        spark.range(0, 1000, 1, 4).selectExpr("id % 3 AS k").groupBy("k").count().collect()
     stats = explain.RunStats.of(spark.sparkContext, group)
-    assert (stats.jobs, stats.stages) == (1, 2)  # map side and reduce side of one aggregation
+    assert (stats.jobs, stats.stages) == (1, 2)  # map side (4 partitions) and reduce side of one aggregation
     assert stats.shuffle_write_bytes > 0
     assert stats.shuffle_read_bytes == stats.shuffle_write_bytes
     assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") is None
