@@ -40,5 +40,9 @@ class DiskFullError(StoreError):
     """The store's disk is (nearly) full: nothing of the write was stored; retry once space is freed."""
 
 
+class SeedRequiredError(StoreError):
+    """An empty replica was sent a log starting after offset 0: the deleted head's queue offsets are unknown."""
+
+
 class EpochFileError(StoreError):
     """Neither the epoch file nor its `.bak` copy could be read."""

@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from brokergroup.broker.errors import CorruptLogError, DiskFullError
+from brokergroup.broker.errors import CorruptLogError, DiskFullError, SeedRequiredError
 from brokergroup.broker.settings import FlushMode, StoreSettings
 from brokergroup.broker.store import put_plan, retention
 from brokergroup.broker.store.checkpoint import ConfirmCheckpoint
@@ -398,6 +398,14 @@ class MessageStore:
     def append_raw(self, offset: int, data: bytes) -> None:
         """Append whole records replicated from the master (see `SegmentedLog.append_raw`)."""
         rebase = bool(data) and self._log.max_offset == self._log.min_offset and offset != self._log.max_offset
+        if rebase and offset > 0:
+            # Queue offsets count from the log's start: from a partial log this replica would number
+            # every queue differently from its master (the master's head state is not replicated yet).
+            raise SeedRequiredError(
+                f"this replica's log is empty and its master's log starts at offset {offset} (retention "
+                "deleted its head): queue offsets cannot be rebuilt from a partial log, so nothing was "
+                "written; see 'A new replica after retention' in docs/broker.md"
+            )
         if rebase:  # the head state first: a crash before the new data lands restarts the log there
             previous, self._head = self._head, HeadState.empty(offset)
             self._head_file.write(self._head)

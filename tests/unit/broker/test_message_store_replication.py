@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from store_factories import SETTINGS, msg, open_store, read_all_raw, view
 
-from brokergroup.broker.errors import InvalidRecordError
+from brokergroup.broker.errors import InvalidRecordError, SeedRequiredError
 from brokergroup.broker.store.epoch import EpochEntry
 from brokergroup.broker.store.message_store import MessageStore
 
@@ -78,12 +78,15 @@ def test_a_promoted_slave_deduplicates_and_numbers_like_the_master(master: Messa
     assert slave.put_messages(fresh, now_ms=99) == master.put_messages(fresh, now_ms=99)
 
 
-def test_an_empty_slave_can_start_at_a_later_segment(master: MessageStore, slave: MessageStore) -> None:
+def test_an_empty_slave_refuses_to_start_at_a_later_segment(master: MessageStore, slave: MessageStore) -> None:
+    """Its queues would count from 0 where the master's count on: refused, nothing written."""
     start = SETTINGS.segment_size
-    slave.append_raw(start, master.read_raw(start, 10**6))
-    assert (slave.min_offset, slave.confirm_offset) == (start, start)
+    with pytest.raises(SeedRequiredError, match=f"starts at offset {start}"):
+        slave.append_raw(start, master.read_raw(start, 10**6))
+    assert (slave.min_offset, slave.max_offset, slave.topics()) == (0, 0, {})
+    replicate(master, slave)
     slave.set_confirm_offset(slave.max_offset)
-    assert slave.topics() != {}
+    assert view(slave) == view(master)
 
 
 def test_bad_replicated_data_changes_nothing(master: MessageStore, slave: MessageStore) -> None:

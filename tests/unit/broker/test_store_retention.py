@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from brokergroup.broker.errors import CorruptLogError
+from brokergroup.broker.errors import CorruptLogError, SeedRequiredError
 from brokergroup.broker.settings import StoreSettings
 from brokergroup.broker.store.epoch import OPEN, EpochEntry, find_consistent_point
 from brokergroup.broker.store.head import HeadFile, decode_head, encode_head
@@ -238,16 +238,19 @@ def test_a_head_state_that_does_not_match_the_log_is_refused(tmp_path: Path) -> 
         open_store(tmp_path)
 
 
-def test_a_slave_restarting_its_empty_log_elsewhere_records_the_new_head_first(tmp_path: Path) -> None:
+def test_an_empty_replica_refuses_a_log_whose_head_was_deleted_and_writes_nothing(tmp_path: Path) -> None:
+    """From a partial log it would number every queue from 0 where the master counts on: refused."""
     with closing(open_store(tmp_path / "master")) as master:
         fill(master)
         master.apply_retention()
         start, raw = master.min_offset, read_all_raw(master)
+    assert start > 0
     slave_dir = tmp_path / "slave"
     with closing(open_store(slave_dir)) as slave:
         fill(slave, 10)
         slave.truncate(0)
-        slave.append_raw(start, raw)
-        assert slave.min_offset == start
+        with pytest.raises(SeedRequiredError, match=f"master's log starts at offset {start}"):
+            slave.append_raw(start, raw)
+        assert (slave.min_offset, slave.max_offset) == (0, 0)
     with closing(open_store(slave_dir)) as reopened:
-        assert (reopened.min_offset, reopened.max_offset) == (start, start + len(raw))
+        assert (reopened.min_offset, reopened.max_offset) == (0, 0)
