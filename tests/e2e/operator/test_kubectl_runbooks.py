@@ -1,0 +1,107 @@
+"""docs/operations.md's Kubernetes runbooks, each block run literally (bash, in a namespace set as the
+context's, the plugin and the control plane's kubectl on PATH) on pods the test kubelet runs: the event logs
+come out of every controller, and a rotated admin token is in force once the controllers restarted (a
+switchover, which the operator asks of the controllers with the admin token, succeeds)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from kubernetes.dynamic import DynamicClient
+
+from tests.e2e.kubeenv import ControlPlane, eventually
+from tests.e2e.kubelet import Kubelet
+from tests.e2e.operator.conftest import StartOperator
+from tests.e2e.operator.helpers import apply, condition, get, manifest, roles
+from tests.e2e.operator.test_kubectl_plugin import BG, SET, Plugin
+
+ROOT = Path(__file__).resolve().parents[3]
+OPERATIONS_MD = ROOT / "docs" / "operations.md"
+
+
+def runbooks() -> dict[str, list[str]]:
+    """`### title` -> its ```bash blocks, in the section `## Kubernetes runbooks` of operations.md."""
+    text = OPERATIONS_MD.read_text()
+    start = text.index("## Kubernetes runbooks")
+    end = text.index("\n## ", start + 1)
+    out: dict[str, list[str]] = {}
+    for part in re.split(r"\n### ", text[start:end])[1:]:
+        title, _, body = part.partition("\n")
+        out[title.strip()] = re.findall(r"```bash\n(.*?)```", body, flags=re.S)
+    return out
+
+
+def run_block(plugin: Plugin, block: str, timeout: float = 1500) -> str:
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(plugin.kubeconfig),
+        "PATH": f"{plugin.plane.binaries.kubectl.parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    run = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=plugin.cwd,
+        timeout=timeout,
+        check=False,
+    )
+    assert run.returncode == 0, f"{block}\nexited {run.returncode}:\n{run.stdout}\n{run.stderr}"
+    return run.stdout
+
+
+@pytest.mark.timeout(2100)  # a group on the test kubelet, three controller restarts, on a shared machine
+def test_kubernetes_runbooks_run_as_written(
+    control_plane: ControlPlane,
+    namespace: str,
+    kubelet: Kubelet,
+    start_operator: StartOperator,
+    dyn: DynamicClient,
+    tmp_path: Path,
+) -> None:
+    books = runbooks()
+    assert list(books) == ["Get the event logs out", "Rotate the admin token"], list(books)
+    start_operator("http://{cluster_ip}:9878")
+    apply(control_plane, namespace, manifest(BG, {"brokers": {"replicas": 2}}))
+    eventually("every pod Ready", lambda: condition(dyn, namespace, BG, "Ready").get("status") == "True", timeout=240)
+    admin = Plugin(control_plane, control_plane.admin_kubeconfig, namespace, tmp_path)
+
+    # Get the event logs out: every controller's files are in the bundle, as JSON lines.
+    (logs,) = books["Get the event logs out"]
+    out = run_block(admin, logs).splitlines()
+    assert out[0].startswith("wrote bg-report.tar.gz"), out
+    listed = " ".join(out[1:]).split()  # ls's output
+    assert listed and all(name.startswith("events-") and name.endswith(".jsonl") for name in listed), out
+    for ordinal in range(3):
+        folder = tmp_path / "bg-report" / "controllers" / f"bg-controller-{ordinal}" / "eventlog"
+        files = sorted(folder.iterdir())
+        assert files, folder
+        first = json.loads(files[0].read_text().splitlines()[0])
+        assert first.get("eventId") is not None, first
+
+    # Rotate the admin token: a new value, every controller restarted with it, and it works.
+    def secret_token() -> str:
+        secret = get(dyn, "v1", "Secret", namespace, f"{BG}-controller-auth") or {}
+        return base64.b64decode(secret["data"]["adminToken"]).decode()
+
+    def controller_uids() -> dict[str, str]:
+        pods = json.loads(control_plane.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
+        return {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods if "-controller-" in p["metadata"]["name"]}
+
+    old_token, old_uids = secret_token(), controller_uids()
+    (rotate,) = books["Rotate the admin token"]
+    run_block(admin, rotate)
+    assert secret_token() != old_token and len(secret_token()) >= 40
+    new_uids = controller_uids()
+    assert set(new_uids) == set(old_uids) and not set(new_uids.values()) & set(old_uids.values()), new_uids
+    eventually("Ready again", lambda: condition(dyn, namespace, BG, "Ready").get("status") == "True", timeout=240)
+    master = next(pod for pod, role in roles(dyn, namespace, SET).items() if role == "master")
+    other = f"{SET}-1" if master == f"{SET}-0" else f"{SET}-0"
+    out = admin.ok(f"kubectl brokergroup switchover bg {other}")
+    assert "operator answered: Elected" in out and "switchover done" in out, out
