@@ -233,7 +233,7 @@ class Follower:
                 continue
             old = old_entries.get(sts) or {}
             if newly_projected(view, old, failed):
-                self._converged(sts, view, cursor)
+                self._converged(namespace, sts, view, cursor)
             cursor.forget(sts, through_epoch=view.master_epoch)
             notes.extend(transitions(sts, old, follow.set_status(view)))
             if not steps and not failed:
@@ -364,13 +364,13 @@ class Follower:
             logger.info("%s", step.why)
         return 0
 
-    def _converged(self, sts: str, view: SetView, cursor: FeedCursor) -> None:
+    def _converged(self, namespace: str, sts: str, view: SetView, cursor: FeedCursor) -> None:
         committed = cursor.commits.pop((sts, view.master_epoch), None)
         reason = "observed"
         if committed is not None:
             at, reason = committed
             self.metrics.label_convergence.observe(max(0.0, time.time() - at))
-        self.metrics.elections.labels(sts, reason or "observed").inc()
+        self.metrics.elections.labels(namespace, sts, reason or "observed").inc()
 
     async def _write(
         self,

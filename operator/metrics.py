@@ -59,7 +59,7 @@ class OperatorMetrics:
             "brokergroup_elections_total",
             "Master changes the operator saw on pod labels (patched by it or by the brokers), by broker set and "
             "the controller's reason.",
-            ["set", "reason"],
+            ["namespace", "set", "reason"],
             registry=self.registry,
         )
         self.label_convergence = Histogram(

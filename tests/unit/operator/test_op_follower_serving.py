@@ -111,3 +111,26 @@ def test_an_election_is_counted_once_the_labels_agree_whoever_patched_them(
 ) -> None:
     assert newly_projected(view(), old, failed) is counted
     assert newly_projected(view(None), old, failed) is False
+
+
+def test_an_election_is_counted_once_by_namespace_set_and_the_controllers_reason() -> None:
+    from types import SimpleNamespace
+
+    from prometheus_client import CollectorRegistry
+
+    from brokergroup.operator.follower import FeedCursor, Follower
+    from brokergroup.operator.metrics import OperatorMetrics
+
+    registry = CollectorRegistry()
+    reconciler = SimpleNamespace(kube=None, metrics=OperatorMetrics(registry), settings=None)
+    follower = Follower(reconciler)  # type: ignore[arg-type]
+    cursor = FeedCursor(primed=True, commits={("bg-broker-0", 3): (0.0, "heartbeat_timeout")})
+    view = SimpleNamespace(master_epoch=3)
+    follower._converged("mq", "bg-broker-0", view, cursor)  # type: ignore[arg-type]
+    follower._converged("mq", "bg-broker-0", SimpleNamespace(master_epoch=4), cursor)  # type: ignore[arg-type]
+
+    def count(reason: str) -> float | None:
+        labels = {"namespace": "mq", "set": "bg-broker-0", "reason": reason}
+        return registry.get_sample_value("brokergroup_elections_total", labels)
+
+    assert (count("heartbeat_timeout"), count("observed")) == (1.0, 1.0)
