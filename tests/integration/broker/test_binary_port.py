@@ -37,9 +37,17 @@ def tight_set(controller_group: ControllerGroup, tmp_path: Path) -> Iterator[Bro
 
 
 async def binary_address(brokers: BrokerSet, index: int, session: aiohttp.ClientSession) -> tuple[str, int]:
-    status = await brokers.status(index, session)
-    assert status is not None and status["binaryAddress"], status
-    host, port = str(status["binaryAddress"]).rsplit(":", 1)
+    """The broker's binary port from its status; a slave may still be starting when the master serves."""
+    found: list[str] = []
+
+    async def serving() -> bool:
+        status = await brokers.status(index, session)
+        if status is not None and status.get("binaryAddress"):
+            found.append(str(status["binaryAddress"]))
+        return bool(found)
+
+    await eventually(f"broker {index} reports its binary address", serving, timeout=60)
+    host, port = found[-1].rsplit(":", 1)
     return host, int(port)
 
 
@@ -91,6 +99,12 @@ async def test_produce_consume_and_commit_over_the_binary_port(
         with pytest.raises(ProduceError, match=r"BAD_REQUEST: group: String should match pattern"):
             await bad_group.commit("bin", offset=1)
         slave = next(i for i in range(len(async_set.nodes)) if i != master)
+
+        async def following() -> bool:
+            status = await async_set.status(slave, session)
+            return status is not None and status.get("role") == "slave"
+
+        await eventually(f"broker {slave} follows the master", following, timeout=60)
         conn = await BinaryConnection.open(":".join(map(str, await binary_address(async_set, slave, session))))
         reply = await conn.request(cf.Produce(_batch()), timeout=10)
         assert isinstance(reply, cf.PutResult) and reply.status == "SERVICE_NOT_AVAILABLE"
@@ -184,14 +198,21 @@ async def test_bad_input_gets_an_error_or_a_close_and_a_counter(
 
         with contextlib.suppress(ConnectionError, OSError):  # the broker may abort while we still write
             await asyncio.wait_for(flood(), 30)
-        writer.close()
+        # Keep the connection open without reading: closing it would end the stall before it is judged.
+        want = ("unknown_type", "oversized", "truncated", "slow_frame", "reply_stalled")
+        seen: dict[str, float] = {}
 
         async def counted() -> bool:
-            seen = await rejected(session, api)
-            want = ("unknown_type", "oversized", "truncated", "slow_frame", "reply_stalled")
+            seen.clear()
+            seen.update(await rejected(session, api))
             return all(seen.get(reason, 0) >= 1 for reason in want)
 
-        await eventually("every kind of bad input counted", counted, timeout=30)
+        try:
+            await eventually("every kind of bad input counted", counted, timeout=30)
+        except AssertionError as error:
+            raise AssertionError(f"{error}; counted: {seen}") from None
+        finally:
+            writer.close()
 
         # The broker still serves: no crash (a slow machine may have moved the master meanwhile).
         proc = tight_set.nodes[master].proc
