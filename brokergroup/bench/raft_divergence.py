@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -66,6 +67,7 @@ def recording(base: type) -> type:
 
 def main(argv: list[str]) -> int:
     kind, me, others, ops, concurrency, password = argv[0], argv[1], argv[2:4], int(argv[4]), int(argv[5]), argv[6]
+    barrier = Path(argv[7]) if len(argv) > 7 else None
     recorder = Recorder()
     conf_args: dict[str, Any] = {"password": password, "appendEntriesUseBatch": False, "commandsWaitLeader": False}
     with tempfile.TemporaryDirectory(prefix="bg-divergence-") as tmp:
@@ -92,6 +94,13 @@ def main(argv: list[str]) -> int:
             elif seen > 0 and time.monotonic() - quiet_since > 5:
                 break
             time.sleep(0.05)
+        if barrier is not None:
+            # Stay in the cluster until every node has applied everything (or given up): a node that
+            # started late must still find a leader to catch up from.
+            (barrier / me.replace(":", "_")).write_text(str(len(recorder.applied)))
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline and len(list(barrier.iterdir())) < 3:
+                time.sleep(0.05)
         time.sleep(1.0)
         log = node._SyncObj__raftLog
         first = log[0][1]
@@ -119,13 +128,14 @@ def main(argv: list[str]) -> int:
 def raft_divergence_run(kind: str, *, ops: int, concurrency: int) -> list[dict[str, Any]]:
     """Run the three processes; every node's JSON report."""
     addrs = [f"127.0.0.1:{p}" for p in free_ports(3)]
+    barrier = Path(tempfile.mkdtemp(prefix="bg-divergence-barrier-"))
     procs = []
     for i, me in enumerate(addrs):
         others = [a for j, a in enumerate(addrs) if j != i]
         command = [sys.executable, "-m", "brokergroup.bench.raft_divergence", kind, me, *others, str(ops)]
         procs.append(
             subprocess.Popen(
-                [*command, str(concurrency), "divergence-bench"],
+                [*command, str(concurrency), "divergence-bench", str(barrier)],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -144,6 +154,7 @@ def raft_divergence_run(kind: str, *, ops: int, concurrency: int) -> list[dict[s
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+        shutil.rmtree(barrier, ignore_errors=True)
     return reports
 
 
@@ -168,7 +179,7 @@ def summary(reports: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] in ("raw", "fixed") and len(sys.argv) == 8:
+    if len(sys.argv) > 1 and sys.argv[1] in ("raw", "fixed") and len(sys.argv) in (8, 9):
         sys.exit(main(sys.argv[1:]))
     if len(sys.argv) == 4 and sys.argv[1] in ("raw", "fixed"):  # <kind> <ops> <concurrency>: run all three
         print(json.dumps(summary(raft_divergence_run(sys.argv[1], ops=int(sys.argv[2]), concurrency=int(sys.argv[3])))))
