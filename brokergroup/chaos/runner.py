@@ -64,7 +64,7 @@ class RunOptions:
     rate: float = 25.0
     """Sends per second per producer (each waits for its acknowledgement)."""
     recovery_timeout_s: float = 90.0
-    protocol: str = "binary"
+    protocol: str = "http"
     """How producers and consumers reach the brokers: "binary" (the binary client port) or "http"."""
 
     @property
