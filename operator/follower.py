@@ -183,7 +183,9 @@ class Follower:
     async def _no_quorum(self, bg: dict[str, Any], previous: dict[str, Any], error: str) -> bool:
         """Keep the last known labels (the brokers keep theirs up to date themselves); say so in status, in
         the log and (on the transition) in an Event; `Ready` turns False. True when that is new."""
-        message = f"the controller did not answer ({error}); role labels keep their last known values"
+        # The error's text varies from one attempt to the next (refused, timed out, reset): it goes to the
+        # log, not into status, so that an unchanged outage writes nothing.
+        message = "the controller did not answer; role labels keep their last known values (the operator log has why)"
         conds = [
             Condition(conditions.CONTROLLER_QUORUM, "False", "ControllerUnreachable", message),
             Condition(conditions.MASTER_SERVICES_READY, "False", "ControllerUnreachable", message),
@@ -194,7 +196,7 @@ class Follower:
             conditions.CONTROLLER_QUORUM,
         ):
             meta = bg["metadata"]
-            logger.warning("%s/%s: %s", meta["namespace"], meta["name"], message)
+            logger.warning("%s/%s: %s: %s", meta["namespace"], meta["name"], message, error)
         controller = {k: v for k, v in (previous.get("controller") or {}).items() if k != "leader"}
         fields = {"controller": controller} if controller != (previous.get("controller") or {}) else {}
         return await self._write(bg, previous, fields, conds, [])

@@ -235,6 +235,14 @@ def test_restart_with_nothing_changed_writes_nothing(
         timeout=30,
     )
 
+    # The StatefulSet controller has caught up with every spec (Ready's message stops saying otherwise):
+    # until then a restarted operator has a real change to write.
+    eventually(
+        "the StatefulSet controller saw every spec",
+        lambda: "has not seen the latest spec" not in str(condition(dyn, namespace, name, "Ready").get("message")),
+        timeout=60,
+    )
+
     # Settled: several resync periods (2 s) pass without a write.
     def quiet_since(mark: int) -> bool:
         return not control_plane.audit_writes(operator_login.user, after=mark)
