@@ -18,7 +18,7 @@ from typing import cast
 import aiohttp
 
 from brokergroup.broker import wire
-from brokergroup.broker.client import MasterFinder, ProduceError, Received, Sent
+from brokergroup.broker.client import Attempt, MasterFinder, ProduceError, Received, Sent, send_until_acked
 from brokergroup.broker.errors import ProtocolError
 from brokergroup.broker.protocol import client_frames as cf
 
@@ -189,53 +189,35 @@ class BinaryProducer:
         return await self._send_until_acked(cf.Produce(batch))
 
     async def _send_until_acked(self, request: cf.Produce) -> Sent:
-        deadline = time.monotonic() + self.deadline_s
-        attempts, delay = 0, 0.02
-        status, remark = "UNREACHABLE", "no master known"
-        refresh = False
-        while time.monotonic() < deadline:
+        async def attempt(master: str, left: float) -> Attempt:
             try:
-                async with asyncio.timeout(deadline - time.monotonic()):
-                    master = await self.finder.find(refresh=refresh)
-            except TimeoutError:
-                status, remark = "UNREACHABLE", "no controller named the master in time"
-                break
-            if master is not None:
-                attempts += 1
-                left = max(0.001, deadline - time.monotonic())
-                try:
-                    conn = await self.links.get(master)
-                    reply = await conn.request(request, timeout=min(self.request_timeout_s, left))
-                except _UNREACHABLE as exc:
-                    status, remark = "UNREACHABLE", f"{master}: {str(exc) or type(exc).__name__}"
-                    self.links.drop(master)
-                    refresh = True
-                else:
-                    if isinstance(reply, cf.PutResult):
-                        status, remark = reply.status, reply.remark
-                        if status == "PUT_OK":
-                            return Sent(
-                                status=status,
-                                commit_offsets=tuple(a.commit_offset for a in reply.appended),
-                                queue_offsets=tuple(a.queue_offset for a in reply.appended),
-                                duplicates=tuple(a.duplicate for a in reply.appended),
-                                attempts=attempts,
-                                master=master,
-                            )
-                        self.finder.hint(reply.master_address)
-                        refresh = status == "SERVICE_NOT_AVAILABLE" and not reply.master_address
-                    elif isinstance(reply, cf.Error):
-                        status, remark = reply.status, reply.remark
-                        if reply.code in RETRY_CODES_NEVER:
-                            raise ProduceError(status, remark)
-                        refresh = True
-                    else:
-                        status, remark = "UNREACHABLE", f"{master}: unexpected reply {type(reply).__name__}"
-            else:
-                refresh = True
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.5)
-        raise ProduceError(status, f"not acknowledged within {self.deadline_s} s after {attempts} attempts: {remark}")
+                conn = await self.links.get(master)
+                reply = await conn.request(request, timeout=min(self.request_timeout_s, left))
+            except _UNREACHABLE as exc:
+                self.links.drop(master)
+                return Attempt("UNREACHABLE", f"{master}: {str(exc) or type(exc).__name__}", refresh=True)
+            if isinstance(reply, cf.PutResult):
+                if reply.status == "PUT_OK":
+                    sent = Sent(
+                        status=reply.status,
+                        commit_offsets=tuple(a.commit_offset for a in reply.appended),
+                        queue_offsets=tuple(a.queue_offset for a in reply.appended),
+                        duplicates=tuple(a.duplicate for a in reply.appended),
+                        attempts=0,
+                        master=master,
+                    )
+                    return Attempt(reply.status, reply.remark, sent=sent)
+                return Attempt(
+                    reply.status,
+                    reply.remark,
+                    master_hint=reply.master_address,
+                    refresh=reply.status == "SERVICE_NOT_AVAILABLE" and not reply.master_address,
+                )
+            if isinstance(reply, cf.Error):
+                return Attempt(reply.status, reply.remark, fatal=reply.code in RETRY_CODES_NEVER, refresh=True)
+            return Attempt("UNREACHABLE", f"{master}: unexpected reply {type(reply).__name__}")
+
+        return await send_until_acked(self.finder, attempt, deadline_s=self.deadline_s)
 
 
 class BinaryConsumer:

@@ -15,7 +15,7 @@ import dataclasses
 import logging
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import aiohttp
@@ -76,6 +76,56 @@ class MasterFinder:
             self.cached = address
 
 
+@dataclasses.dataclass(frozen=True)
+class Attempt:
+    """What one try to send a batch to `master` gave: acknowledged (`sent`), refused for good (`fatal`:
+    a bad request that no retry can fix), or worth retrying (with the master the broker named, if any)."""
+
+    status: str
+    remark: str
+    sent: Sent | None = None
+    fatal: bool = False
+    master_hint: str | None = None
+    refresh: bool = False
+    """Ask the controller for the master again before the next try."""
+
+
+async def send_until_acked(
+    finder: MasterFinder, attempt: Callable[[str, float], Awaitable[Attempt]], *, deadline_s: float
+) -> Sent:
+    """The producers' retry loop, whatever the protocol: find the master, try (`attempt(master, seconds
+    left)`), back off, until acknowledged or `deadline_s` passed. An idempotent producer re-sends the same
+    sequences, so a retry after an unknown outcome is answered as a duplicate, never stored twice."""
+    deadline = time.monotonic() + deadline_s
+    attempts, delay = 0, 0.02
+    status, remark = "UNREACHABLE", "no master known"
+    refresh = False
+    while time.monotonic() < deadline:
+        # Neither finding the master nor one attempt may outlast the deadline (a hung controller
+        # or broker would otherwise hold the send for the whole request timeout).
+        try:
+            async with asyncio.timeout(deadline - time.monotonic()):
+                master = await finder.find(refresh=refresh)
+        except TimeoutError:
+            status, remark = "UNREACHABLE", "no controller named the master in time"
+            break
+        if master is None:
+            refresh = True
+        else:
+            attempts += 1
+            outcome = await attempt(master, max(0.001, deadline - time.monotonic()))
+            status, remark = outcome.status, outcome.remark
+            if outcome.sent is not None:
+                return dataclasses.replace(outcome.sent, attempts=attempts)
+            if outcome.fatal:
+                raise ProduceError(status, remark)
+            finder.hint(outcome.master_hint)
+            refresh = outcome.refresh
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.5)
+    raise ProduceError(status, f"not acknowledged within {deadline_s} s after {attempts} attempts: {remark}")
+
+
 class Producer:
     def __init__(
         self,
@@ -111,42 +161,26 @@ class Producer:
         return await self._send_until_acked(payload)
 
     async def _send_until_acked(self, payload: dict[str, Any]) -> Sent:
-        deadline = time.monotonic() + self.deadline_s
-        attempts, delay = 0, 0.02
-        status, remark = "UNREACHABLE", "no master known"
-        refresh = False
-        while time.monotonic() < deadline:
-            # Neither finding the master nor one attempt may outlast the deadline (a hung controller
-            # or broker would otherwise hold the send for the whole request timeout).
+        async def attempt(master: str, left: float) -> Attempt:
+            timeout = aiohttp.ClientTimeout(total=min(self.timeout.total or left, left))
             try:
-                async with asyncio.timeout(deadline - time.monotonic()):
-                    master = await self.finder.find(refresh=refresh)
-            except TimeoutError:
-                status, remark = "UNREACHABLE", "no controller named the master in time"
-                break
-            if master is not None:
-                attempts += 1
-                left = max(0.001, deadline - time.monotonic())
-                timeout = aiohttp.ClientTimeout(total=min(self.timeout.total or left, left))
-                try:
-                    async with self.session.post(f"http://{master}/v1/messages", json=payload, timeout=timeout) as r:
-                        body = await r.json()
-                except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-                    status, remark = "UNREACHABLE", f"{master}: {str(exc) or type(exc).__name__}"
-                    refresh = True
-                else:
-                    status, remark = str(body.get("status")), str(body.get("remark", ""))
-                    if r.status == 200 and status == "PUT_OK":
-                        return self._sent(body, attempts, master)
-                    if r.status in (400, 413):
-                        raise ProduceError(status, remark)
-                    self.finder.hint(body.get("masterAddress"))
-                    refresh = status == "SERVICE_NOT_AVAILABLE" and not body.get("masterAddress")
-            else:
-                refresh = True
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.5)
-        raise ProduceError(status, f"not acknowledged within {self.deadline_s} s after {attempts} attempts: {remark}")
+                async with self.session.post(f"http://{master}/v1/messages", json=payload, timeout=timeout) as r:
+                    body = await r.json()
+            except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+                return Attempt("UNREACHABLE", f"{master}: {str(exc) or type(exc).__name__}", refresh=True)
+            status, remark = str(body.get("status")), str(body.get("remark", ""))
+            if r.status == 200 and status == "PUT_OK":
+                return Attempt(status, remark, sent=self._sent(body, 0, master))
+            hint = body.get("masterAddress")
+            return Attempt(
+                status,
+                remark,
+                fatal=r.status in (400, 413),
+                master_hint=hint,
+                refresh=status == "SERVICE_NOT_AVAILABLE" and not hint,
+            )
+
+        return await send_until_acked(self.finder, attempt, deadline_s=self.deadline_s)
 
     @staticmethod
     def _sent(body: dict[str, Any], attempts: int, master: str) -> Sent:
