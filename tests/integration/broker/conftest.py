@@ -10,9 +10,12 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from brokergroup.broker.client import MasterFinder, Producer
+from brokergroup.controller.client import ControllerClient
 from brokergroup.local import profiles
 from brokergroup.local.brokers import BrokerSet
 from brokergroup.local.controllers import ControllerGroup
+from tests.integration.conftest import eventually
 
 # The `fast` timing profile and the `sync` replication mode (brokergroup.local.profiles).
 FAST = [*profiles.FAST.broker_args(), "--log-level", "INFO"]
@@ -63,3 +66,22 @@ async def same_log(brokers: BrokerSet, session: aiohttp.ClientSession) -> bool:
     """True once every replica answers and all hold the same store maxOffset."""
     statuses = [await brokers.status(i, session) for i in range(len(brokers.nodes))]
     return all(statuses) and len({s["store"]["maxOffset"] for s in statuses if s}) == 1
+
+
+async def full_set(controller: ControllerClient) -> bool:
+    """True once all 3 replicas of set `bs` are in its sync-state-set."""
+    return len((await controller.replica_info("bs")).sync_state_set) == 3
+
+
+async def unclean_allowed_with_common_prefix(
+    controller: ControllerClient, session: aiohttp.ClientSession, count: int = 20
+) -> Producer:
+    """The divergence tests' start: a full sync-state-set, unclean elections allowed on every controller
+    node, and `count` messages `common<i>` on topic `t`; returns the producer."""
+    await eventually("all replicas in the sync-state-set", lambda: full_set(controller))
+    for address in controller.addresses:
+        await controller.update_config({"enableElectUncleanMaster": True}, address=address)
+    producer = Producer(MasterFinder(broker_name="bs", controller=controller), session=session, deadline_s=10)
+    for i in range(count):
+        await producer.send("t", [f"common{i}".encode()])
+    return producer

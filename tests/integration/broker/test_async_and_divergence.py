@@ -12,13 +12,9 @@ from brokergroup.broker.client import MasterFinder, Producer
 from brokergroup.controller.client import ControllerClient
 from brokergroup.local.brokers import BrokerSet
 from brokergroup.local.controllers import ControllerGroup
-from tests.integration.broker.conftest import same_log
+from tests.integration.broker.conftest import full_set, same_log, unclean_allowed_with_common_prefix
 from tests.integration.broker.history import read_queue, same_offsets
 from tests.integration.conftest import ADMIN_TOKEN, eventually
-
-
-async def full_set(controller: ControllerClient) -> bool:
-    return len((await controller.replica_info("bs")).sync_state_set) == 3
 
 
 async def test_async_mode_acknowledges_without_slaves_and_they_catch_up(
@@ -56,12 +52,7 @@ async def test_divergent_tail_is_truncated_even_when_killed_midway(
         aiohttp.ClientSession() as session,
         ControllerClient(controller_group.api_addresses, token=ADMIN_TOKEN) as controller,
     ):
-        await eventually("all replicas in the sync-state-set", lambda: full_set(controller))
-        for address in controller.addresses:
-            await controller.update_config({"enableElectUncleanMaster": True}, address=address)
-        producer = Producer(MasterFinder(broker_name="bs", controller=controller), session=session, deadline_s=10)
-        for i in range(20):
-            await producer.send("t", [f"common{i}".encode()])
+        producer = await unclean_allowed_with_common_prefix(controller, session)
 
         async def replicated() -> bool:
             counts = [len(await read_queue(session, async_set.nodes[i].api, "t")) for i in slaves]

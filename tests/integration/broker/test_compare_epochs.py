@@ -18,12 +18,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from brokergroup.broker.client import MasterFinder, Producer
 from brokergroup.controller.client import ControllerClient
 from brokergroup.local.brokers import BrokerSet
 from brokergroup.local.controllers import ControllerGroup
 from brokergroup.local.ports import free_ports
-from tests.integration.broker.conftest import same_log
+from tests.integration.broker.conftest import same_log, unclean_allowed_with_common_prefix
 from tests.integration.broker.history import read_queue
 from tests.integration.conftest import ADMIN_TOKEN, eventually
 
@@ -55,10 +54,6 @@ async def compare_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-async def full_set(controller: ControllerClient) -> bool:
-    return len((await controller.replica_info("bs")).sync_state_set) == 3
-
-
 async def test_documented_compare_before_and_after_a_failover_predicts_the_real_truncation(
     controller_group: ControllerGroup, async_set: BrokerSet, tmp_path: Path
 ) -> None:
@@ -70,12 +65,7 @@ async def test_documented_compare_before_and_after_a_failover_predicts_the_real_
         aiohttp.ClientSession() as session,
         ControllerClient(controller_group.api_addresses, token=ADMIN_TOKEN) as controller,
     ):
-        await eventually("all replicas in the sync-state-set", lambda: full_set(controller))
-        for address in controller.addresses:
-            await controller.update_config({"enableElectUncleanMaster": True}, address=address)
-        producer = Producer(MasterFinder(broker_name="bs", controller=controller), session=session, deadline_s=10)
-        for i in range(20):
-            await producer.send("t", [f"common{i}".encode()])
+        producer = await unclean_allowed_with_common_prefix(controller, session)
         await eventually("every replica holds the common prefix", lambda: same_log(async_set, session))
 
         # Before: master and slave agree; the slave keeps everything.
