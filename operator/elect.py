@@ -9,6 +9,7 @@ that is already master is answered `AlreadyMaster` without a new election.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from brokergroup.controller.protocol import ElectMasterResponse
@@ -26,7 +27,8 @@ class Target:
 @dataclass(frozen=True)
 class Refused:
     reason: str
-    """CamelCase: UnknownPod, NotABrokerPod, NotRegistered, NotAlive, NotInSyncStateSet, ControllerUnavailable."""
+    """CamelCase: UnknownPod, NotABrokerPod, NotRegistered, NotAlive, NotInSyncStateSet, ControllerUnavailable,
+    UnknownBrokerSet."""
     message: str
     broker_set: str | None = None
 
@@ -63,7 +65,17 @@ def parse(bg: str, value: str, spec: BrokerGroupSpec) -> Target | Refused:
     )
 
 
-def decide(target: Target, view: SetView | None, *, unclean_allowed: bool) -> Elect | AlreadyMaster | Refused:
+def decide(
+    target: Target, view: SetView | None, *, unclean_allowed: bool, reachable: bool = False
+) -> Elect | AlreadyMaster | Refused:
+    """`view` None: the controller could not be reached (`reachable` False) or knows no such set."""
+    if view is None and reachable:
+        return Refused(
+            "UnknownBrokerSet",
+            f"the controller knows no broker set {target.broker_set} (none of its brokers has registered); "
+            "no election was requested",
+            target.broker_set,
+        )
     if view is None:
         return Refused(
             "ControllerUnavailable",
@@ -85,6 +97,38 @@ def decide(target: Target, view: SetView | None, *, unclean_allowed: bool) -> El
             target.broker_set,
         )
     return Elect(target, member.broker_id)
+
+
+PENDING = "Pending"
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def keep_pending(
+    last: dict[str, Any] | None, request: str, *, now: datetime, wait_seconds: float
+) -> tuple[dict[str, Any], bool] | None:
+    """The controller could not be reached for `request`: keep it (the annotation stays, the operator
+    retries) as a `Pending` `lastElectionRequest`, until `wait_seconds` after the first try. Returns
+    (the record, whether this is the first try), or None once the wait is over: refuse it then.
+
+    The record's `time` is the first try, so retries rewrite nothing."""
+    since = None
+    if last and last.get("request") == request and last.get("result") == PENDING:
+        try:
+            since = datetime.strptime(str(last.get("time")), TIME_FORMAT).replace(tzinfo=UTC)
+        except ValueError:
+            since = None
+    if (now - (since or now)).total_seconds() >= wait_seconds:
+        return None
+    entry = record(
+        request=request,
+        target=None,
+        result=PENDING,
+        epoch=None,
+        now=(since or now).strftime(TIME_FORMAT),
+        reason="ControllerUnavailable",
+        message=f"the controller cannot be reached; retrying for up to {wait_seconds:g} s before refusing",
+    )
+    return entry, since is None
 
 
 def record(

@@ -347,6 +347,26 @@ class Reconciler:
         cycle.events.append(events.Event("ElectMasterDeferred", f"elect-master={request}: {message}", "ElectMaster"))
         return {"lastElectionRequest": record}
 
+    def _keep_election(self, cycle: Cycle, previous: dict[str, Any], request: str) -> dict[str, Any] | None:
+        """The controller could not be reached for an elect-master request: keep it `Pending` (see
+        `elect.keep_pending`) with one `ElectMasterPending` Event and a retry. Returns the status to
+        write, or None once `elect_wait_seconds` are over (the request is then refused)."""
+        kept = elect.keep_pending(
+            previous.get("lastElectionRequest"),
+            request,
+            now=self._clock(),
+            wait_seconds=self.settings.elect_wait_seconds,
+        )
+        if kept is None:
+            return None
+        record, first = kept
+        if first:
+            cycle.events.append(
+                events.Event("ElectMasterPending", f"elect-master={request}: {record['message']}", "ElectMaster")
+            )
+        cycle.retry_reason = f"elect-master={request}: {record['message']}"
+        return {**previous, "lastElectionRequest": record}
+
     async def _forced_election(
         self, cycle: Cycle, spec: BrokerGroupSpec, token: str, previous: dict[str, Any], request: str
     ) -> dict[str, Any]:
@@ -362,13 +382,20 @@ class Reconciler:
             decision = target
         else:
             link = await self.link(namespace, bg, token)
+            reachable = True
             try:
                 views = await link.views([target.broker_set])
             except ControllerLinkError as exc:
                 logger.warning("elect-master %s: %s", request, exc)
-                views = {}
+                views, reachable = {}, False
+                kept = self._keep_election(cycle, previous, request)
+                if kept is not None:
+                    return kept
             decision = elect.decide(
-                target, views.get(target.broker_set), unclean_allowed=spec.controller.elect_unclean_master
+                target,
+                views.get(target.broker_set),
+                unclean_allowed=spec.controller.elect_unclean_master,
+                reachable=reachable,
             )
             if isinstance(decision, elect.Elect):
                 try:

@@ -48,6 +48,10 @@ class OperatorSettings(BaseSettings):
     """Image of the controllers and brokers of every BrokerGroup whose spec names none."""
     controller_timeout: Annotated[float, Field(gt=0, le=120)] = 5.0
     """Seconds one controller call may take."""
+    elect_wait_seconds: Annotated[float, Field(ge=0, le=600)] = 30.0
+    """How long an elect-master request is kept and retried (every `retry_seconds`) while the controller
+    cannot be reached (a leader change, controllers restarting) before it is answered Refused
+    (`ControllerUnavailable`); 0 refuses at once."""
     instance: str = Field(default_factory=lambda: _hostname())
     """This operator's name in Events' `reportingInstance` (the pod name in a cluster)."""
     log_level: str = "INFO"

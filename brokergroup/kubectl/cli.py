@@ -90,8 +90,17 @@ def elect(kube: Kube, ns: str, name: str, pod: str, set_name: str, deadline: flo
 
     before = last_election()
 
+    pending_said = False
+
     def answered(after: dict[str, Any] | None) -> dict[str, Any] | None:
-        return after if targets.election_answer(before, after, pod) else None
+        nonlocal pending_said
+        if targets.election_answer(before, after, pod):
+            return after
+        request = (kube.group(ns, name).get("status") or {}).get("lastElectionRequest") or {}
+        if not pending_said and request.get("request") == pod and request.get("result") == "Pending":
+            pending_said = True
+            print(f"{_now()}  operator: Pending {request.get('reason')} {request.get('message')}", flush=True)
+        return None
 
     kube.annotate(ns, name, {labels.ELECT_MASTER_ANNOTATION: pod})
     print(f"{_now()}  requested: {labels.ELECT_MASTER_ANNOTATION}={pod} on brokergroup {name}", flush=True)

@@ -120,8 +120,21 @@ def test_without_a_controller_quorum_labels_stay_and_forced_elections_are_refuse
     )
     assert roles(dyn, namespace, sts) == want, "labels changed without the controller"
     control_plane.kubectl("annotate", "-n", namespace, "bg", bg, f"{ANNOTATION}={sts}-0")
+    # Kept first (the controllers may only be restarting): Pending, the annotation still there, retried...
+    pending = eventually(
+        "the request kept as Pending",
+        lambda: (
+            (r := brokergroup(dyn, namespace, bg)["status"].get("lastElectionRequest") or {}).get("result") == "Pending"
+            and r
+        ),
+        timeout=30,
+    )
+    assert pending["reason"] == "ControllerUnavailable" and pending["request"] == f"{sts}-0", pending
+    assert not answered(dyn, namespace, bg) and not last_election(dyn, namespace, bg, sts).get("result")
+    eventually("an ElectMasterPending Event", lambda: "ElectMasterPending" in event_reasons(dyn, namespace, bg))
+    # ...then refused once the operator's elect wait (30 s by default) is over.
     record = eventually(
-        "the request answered", lambda: (r := last_election(dyn, namespace, bg, sts)).get("result") and r, timeout=30
+        "the request answered", lambda: (r := last_election(dyn, namespace, bg, sts)).get("result") and r, timeout=60
     )
     assert record["result"] == "Refused" and record["reason"] == "ControllerUnavailable", record
     assert answered(dyn, namespace, bg)

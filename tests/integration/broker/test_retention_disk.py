@@ -116,6 +116,10 @@ async def test_retention_under_load_moves_queues_and_offsets_and_survives_kill_9
         api = brokers.nodes[master].api
         async with aiohttp.ClientSession() as session:
             await eventually("a first put", lambda: _ok(put(session, api, b"first")), timeout=90)
+            # Every replica holds the log's start before retention may cut it: an empty replica cannot
+            # copy a log whose head is gone (SeedRequiredError, docs/broker.md); a slow start under
+            # load otherwise left one replica empty for good.
+            await eventually("every replica copied the first put", lambda: same_log(brokers, session), timeout=90)
             async with session.post(
                 f"http://{api}/v1/consumer-offsets", json={"group": "g", "topic": "t", "queueId": 0, "offset": 0}
             ) as r:
@@ -126,7 +130,17 @@ async def test_retention_under_load_moves_queues_and_offsets_and_survives_kill_9
 
             async def all_cut() -> bool:
                 statuses = [await brokers.status(i, session) for i in range(3)]
-                return all(s is not None and s["store"]["minOffset"] > 0 for s in statuses)
+                if all(s is not None and s["store"]["minOffset"] > 0 for s in statuses):
+                    return True
+                # Not yet: say where each replica is (the deadline's message shows the last of these).
+                keys = ("minOffset", "maxOffset", "confirmOffset", "flushedOffset", "dispatchedOffset")
+                raise AssertionError(
+                    "; ".join(
+                        f"{i} {s and s.get('role')}: "
+                        + (", ".join(f"{k}={s['store'][k]}" for k in keys) if s else "no status")
+                        for i, s in enumerate(statuses)
+                    )
+                )
 
             await eventually("every replica deleted head segments", all_cut, timeout=90)
             await eventually("replicas agree", lambda: same_log(brokers, session), timeout=90)

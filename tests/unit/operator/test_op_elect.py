@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
 from brokergroup.controller.protocol import ElectMasterResponse
@@ -118,6 +120,58 @@ def test_decide_without_view(unclean: bool) -> None:
     assert isinstance(result, Refused)
     assert result.reason == "ControllerUnavailable"
     assert result.broker_set == "bg-broker-1"
+
+
+def test_decide_reachable_controller_without_the_set_is_not_unavailable() -> None:
+    result = elect.decide(TARGET, None, unclean_allowed=False, reachable=True)
+    assert isinstance(result, Refused)
+    assert result.reason == "UnknownBrokerSet" and "bg-broker-1" in result.message
+
+
+# ---- keep_pending ----------------------------------------------------------------------------------
+
+T0 = datetime(2026, 11, 26, 5, 0, 0, tzinfo=UTC)
+
+
+def test_keep_pending_first_try_records_pending_at_now() -> None:
+    kept = elect.keep_pending(None, "bg-broker-1-2", now=T0, wait_seconds=30)
+    assert kept is not None
+    entry, first = kept
+    assert first
+    assert entry["result"] == "Pending" and entry["reason"] == "ControllerUnavailable"
+    assert entry["time"] == "2026-11-26T05:00:00Z" and entry["request"] == "bg-broker-1-2"
+    assert "30 s" in entry["message"]
+
+
+def test_keep_pending_retry_keeps_the_first_time_until_the_wait_is_over() -> None:
+    first, _ = elect.keep_pending(None, "bg-broker-1-2", now=T0, wait_seconds=30) or ({}, True)
+    again = elect.keep_pending(first, "bg-broker-1-2", now=T0 + timedelta(seconds=29), wait_seconds=30)
+    assert again == (first, False)  # identical record: a retry rewrites no status
+    assert elect.keep_pending(first, "bg-broker-1-2", now=T0 + timedelta(seconds=30), wait_seconds=30) is None
+
+
+def test_keep_pending_of_another_request_starts_its_own_wait() -> None:
+    first, _ = elect.keep_pending(None, "bg-broker-1-2", now=T0, wait_seconds=30) or ({}, True)
+    later = T0 + timedelta(seconds=100)
+    kept = elect.keep_pending(first, "bg-broker-1-1", now=later, wait_seconds=30)
+    assert kept is not None and kept[1] and kept[0]["time"] == "2026-11-26T05:01:40Z"
+
+
+@pytest.mark.parametrize("result", ["Refused", "Elected", "Deferred"])
+def test_keep_pending_after_an_answer_starts_again(result: str) -> None:
+    last = {"request": "bg-broker-1-2", "result": result, "time": "2026-11-26T04:00:00Z"}
+    kept = elect.keep_pending(last, "bg-broker-1-2", now=T0, wait_seconds=30)
+    assert kept is not None and kept[1]
+
+
+def test_keep_pending_with_a_garbled_time_starts_again() -> None:
+    last = {"request": "bg-broker-1-2", "result": "Pending", "time": "yesterday"}
+    kept = elect.keep_pending(last, "bg-broker-1-2", now=T0, wait_seconds=30)
+    assert kept is not None and kept[1] and kept[0]["time"] == "2026-11-26T05:00:00Z"
+
+
+def test_keep_pending_with_no_wait_refuses_at_once() -> None:
+    assert elect.keep_pending(None, "bg-broker-1-2", now=T0, wait_seconds=0) is None
 
 
 @pytest.mark.parametrize("unclean", [False, True])
