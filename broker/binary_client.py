@@ -142,11 +142,17 @@ class BinaryLinks:
             self.addresses.pop(http_address, None)  # the broker may have restarted on another port
             raise
 
-    def drop(self, http_address: str) -> None:
-        conn = self.connections.pop(http_address, None)
+    def drop(self, http_address: str, failed: BinaryConnection | None = None) -> None:
+        """Close the broker's connection (with `failed`, only if it is still that one: a caller that
+        saw an older connection fail must not close the one another caller opened since)."""
+        current = self.connections.get(http_address)
+        if failed is not None and current is not failed:
+            failed.close()
+            return
+        self.connections.pop(http_address, None)
         self.addresses.pop(http_address, None)
-        if conn is not None:
-            conn.close()
+        if current is not None:
+            current.close()
 
     def close(self) -> None:
         for address in list(self.connections):
@@ -190,11 +196,12 @@ class BinaryProducer:
 
     async def _send_until_acked(self, request: cf.Produce) -> Sent:
         async def attempt(master: str, left: float) -> Attempt:
+            conn = None
             try:
                 conn = await self.links.get(master)
                 reply = await conn.request(request, timeout=min(self.request_timeout_s, left))
             except _UNREACHABLE as exc:
-                self.links.drop(master)
+                self.links.drop(master, conn)
                 return Attempt("UNREACHABLE", f"{master}: {str(exc) or type(exc).__name__}", refresh=True)
             if isinstance(reply, cf.PutResult):
                 if reply.status == "PUT_OK":
@@ -238,10 +245,12 @@ class BinaryConsumer:
             if master is None:
                 await asyncio.sleep(0.1)
                 continue
+            conn = None
             try:
-                reply = await (await self.links.get(master)).request(request, timeout=self.request_timeout_s)
+                conn = await self.links.get(master)
+                reply = await conn.request(request, timeout=self.request_timeout_s)
             except _UNREACHABLE:
-                self.links.drop(master)
+                self.links.drop(master, conn)
                 continue
             if isinstance(reply, cf.Error):
                 if reply.code in RETRY_CODES_NEVER:
@@ -273,10 +282,12 @@ class BinaryConsumer:
         while time.monotonic() < deadline:
             master = await self.finder.find(refresh=True)
             if master is not None:
+                conn = None
                 try:
-                    reply = await (await self.links.get(master)).request(request, timeout=self.request_timeout_s)
+                    conn = await self.links.get(master)
+                    reply = await conn.request(request, timeout=self.request_timeout_s)
                 except _UNREACHABLE:
-                    self.links.drop(master)
+                    self.links.drop(master, conn)
                 else:
                     if isinstance(reply, cf.PutResult) and reply.status == "PUT_OK":
                         return

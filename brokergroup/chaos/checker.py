@@ -9,7 +9,10 @@ The verdict's `status` is one of:
   no acknowledged send, or no topology record naming the replicas of each queue and the
   controllers; a queue lacks a successful final read from one of its replicas; a controller has
   no raft records in the event logs (split-brain and epoch checks would run on less than all);
-  or a send or a read carries no body digest (bodies could not be compared);
+  or a send or a read carries no body digest (bodies could not be compared); or a client process
+  invoked an operation while its previous one was still open (a process does one at a time: its
+  reads' order means nothing otherwise, and a poll begun twice at one position reads the same
+  offsets twice, which `nonMonotonicPolls` then reports);
 - VALID: none of that.
 
 Anomalies in the clients' history (a message is `(queue, producerId, seq)`):
@@ -169,6 +172,33 @@ class _Reads:
                 self.digests[(queue, pid, seq)].add(str(digest[0]))
             else:
                 self.without_digest += 1
+
+
+class _OpenOps:
+    """Client processes (sends and polls) that invoked an operation while their previous one was open."""
+
+    def __init__(self) -> None:
+        self.open: dict[str, int] = {}
+        self.overlaps: dict[str, list[int]] = collections.defaultdict(list)
+        """process → the times of the invokes made while another was open."""
+
+    def feed(self, op: Op) -> None:
+        if op["f"] not in ("send", "poll"):
+            return
+        process = str(op["process"])
+        if op["type"] != "invoke":
+            self.open.pop(process, None)
+            return
+        if process in self.open:
+            self.overlaps[process].append(int(op.get("time", 0)))
+        self.open[process] = int(op.get("time", 0))
+
+    def problems(self) -> list[str]:
+        return [
+            f"process {process} invoked {len(times)} operations while its previous one was open "
+            f"(first at {times[0] / 1e9:.3f} s): one operation at a time per process, or its order means nothing"
+            for process, times in sorted(self.overlaps.items())
+        ]
 
 
 def _check_history(sends: _Sends, reads: _Reads, found: _Examples) -> dict[str, Any]:
@@ -343,17 +373,18 @@ def check(
     if unknown:
         raise ValueError(f"unknown anomalies to tolerate: {sorted(unknown)}; known: {list(ANOMALIES)}")
     found = _Examples(max_examples)
-    sends, reads = _Sends(), _Reads()
+    sends, reads, open_ops = _Sends(), _Reads(), _OpenOps()
     for op in history:
         sends.feed(op)
         reads.feed(op)
+        open_ops.feed(op)
     records = list(events)
     event_nodes = {str(r.get("node")) for r in records if r.get("source") == "raft"}
     stats = {**_check_history(sends, reads, found), **_check_events(records, found)}
     stats["eventLogNodes"] = sorted(event_nodes)
     anomalies = {kind: found.counts[kind] for kind in ANOMALIES}
     failing = sorted(kind for kind, n in anomalies.items() if n and kind not in tolerate)
-    incomplete = _incompleteness(sends, reads, event_nodes)
+    incomplete = _incompleteness(sends, reads, event_nodes) + open_ops.problems()
     status = INVALID if failing else INCOMPLETE if incomplete else VALID
     return {
         "status": status,

@@ -167,7 +167,12 @@ class ProducerClient:
 
 
 class ConsumerClient:
-    """Polls one queue from the master and records what it read."""
+    """Polls one queue from the master and records what it read.
+
+    A process does one operation at a time (the checker's model of a history): a poll started
+    while another is open, as a drain beside the polling loop would, waits for it. Two polls open
+    at once would both start at the same position, read the same messages, and record an earlier
+    offset after a later one (`nonMonotonicPolls`, issue 17)."""
 
     def __init__(
         self, process: str, consumer: Consumer | BinaryConsumer, history: HistoryWriter, *, broker_set: str, topic: str
@@ -178,6 +183,7 @@ class ConsumerClient:
         self.queue = queue_name(broker_set, topic, 0)
         self.topic = topic
         self.read = 0
+        self._one_at_a_time = asyncio.Lock()
 
     @property
     def position(self) -> int:
@@ -191,6 +197,10 @@ class ConsumerClient:
 
     async def poll_one(self) -> int:
         """Messages read by one poll (0 when the poll failed or found nothing)."""
+        async with self._one_at_a_time:
+            return await self._poll()
+
+    async def _poll(self) -> int:
         self.history.record(self.process, "invoke", "poll", {"queue": self.queue, "offset": self.position})
         try:
             received = await self.consumer.poll(self.topic, 0, max_count=256)

@@ -215,9 +215,9 @@ class ChaosRun:
                 stop_producing.set()
                 await asyncio.gather(*tasks[: len(producers)])
                 await self.cluster.wait_healthy(timeout=opts.recovery_timeout_s, quiescent=True)
-                await self._drain(consumers)
-                stop_consuming.set()
+                stop_consuming.set()  # the polling loops end before the drain: one poll at a time per consumer
                 await asyncio.gather(*tasks[len(producers) :])
+                await self._drain(consumers)
                 await self._final_reads(session)
                 await self._compare_raft_states(controller)
             finally:
