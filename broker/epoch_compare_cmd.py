@@ -29,7 +29,7 @@ from brokergroup.broker.errors import EpochFileError
 from brokergroup.broker.store.checkpoint import decode_checkpoint
 from brokergroup.broker.store.epoch import OPEN, EpochFile
 from brokergroup.broker.store.message_store import COMMITLOG_DIR, CONFIRM_FILE, EPOCH_FILE
-from brokergroup.broker.store.segments import MARKER_NAME
+from brokergroup.broker.store.segments import MARKER_NAME, data_size
 
 _SEGMENT = re.compile(r"[0-9]{20}")
 _MARKER = re.compile(rb"([0-9]{1,19})\n[0-9]{1,10}\n")
@@ -177,7 +177,7 @@ def commit_log_extent(directory: Path) -> tuple[int, int] | None:
     if not segments:
         return 0, 0
     first, last = int(segments[0].name), int(segments[-1].name)
-    max_offset = last + segments[-1].stat().st_size
+    max_offset = last + data_size(segments[-1])  # without the zeros a running broker writes ahead
     marker = directory / MARKER_NAME
     if marker.exists():
         match = _MARKER.fullmatch(marker.read_bytes())

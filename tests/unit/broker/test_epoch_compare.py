@@ -223,7 +223,7 @@ def test_a_pending_truncation_marker_caps_the_log(tmp_path: Path) -> None:
     log = tmp_path / "commitlog"
     log.mkdir()
     (log / f"{0:020d}").write_bytes(b"\0" * 4096)
-    (log / f"{4096:020d}").write_bytes(b"\0" * 100)
+    (log / f"{4096:020d}").write_bytes(b"x" * 100 + b"\0" * 300)  # torn bytes count, zeros written ahead do not
     assert commit_log_extent(log) == (0, 4196)
     (log / "truncate.marker").write_bytes(b"4000\n%d\n" % zlib.crc32(b"4000\n"))
     assert commit_log_extent(log) == (0, 4000)
