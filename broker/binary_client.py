@@ -32,6 +32,8 @@ class _Link(asyncio.Protocol):
         self.pending: dict[int, asyncio.Future[cf.Reply]] = {}
         self.transport: asyncio.Transport | None = None
         self.lost: Exception | None = None
+        self.refusal: str | None = None
+        """The broker's ERROR about the connection (request id 0), sent before it closes it."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not asyncio.Transport
@@ -41,6 +43,9 @@ class _Link(asyncio.Protocol):
             self.decoder.feed(data)
             while (raw := self.decoder.next_frame()) is not cf.NEED_DATA:
                 assert isinstance(raw, cf.RawFrame)
+                if raw.request_id == cf.CONNECTION_REQUEST_ID:
+                    self.about_connection(raw)
+                    continue
                 waiter = self.pending.pop(raw.request_id, None)
                 if waiter is None or waiter.done():
                     continue
@@ -53,7 +58,14 @@ class _Link(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.abort()
 
+    def about_connection(self, raw: cf.RawFrame) -> None:
+        reply = cf.parse_reply(raw)
+        if isinstance(reply, cf.Error):
+            self.refusal = f"{reply.status} ({reply.code}): {reply.remark}"
+
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.refusal is not None:
+            exc = ConnectionError(f"the broker closed the connection: {self.refusal}")
         self.fail(exc or ConnectionError("the broker closed the connection"))
 
     def fail(self, exc: Exception) -> None:
@@ -87,8 +99,8 @@ class BinaryConnection:
 
     async def request(self, request: cf.Request, *, timeout: float) -> cf.Reply:
         if self.closed:
-            raise ConnectionError(f"{self.address}: connection closed")
-        rid = next(self.ids) & cf.MAX_REQUEST_ID
+            raise ConnectionError(f"{self.address}: {self.link.lost or 'connection closed'}")
+        rid = (next(self.ids) - 1) % cf.MAX_REQUEST_ID + 1  # 1..2^32-1, never the connection's id 0
         waiter: asyncio.Future[cf.Reply] = asyncio.get_running_loop().create_future()
         self.link.pending[rid] = waiter
         self.transport.write(cf.encode_request(rid, request))

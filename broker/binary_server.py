@@ -12,7 +12,9 @@ Bad input never grows memory without bound and never reaches the store half-read
 - a frame that does not complete within `frame_timeout_ms` (slow-loris): closed;
 - at most `max_in_flight` requests per connection: beyond, the broker stops reading the socket;
 - a client that does not read its replies: reading stops once the reply buffer is full, and the
-  connection is aborted if it stays full for `write_timeout_ms`.
+  connection is aborted if it stays full for `write_timeout_ms`;
+- more than `max_connections` open connections: the new one gets an ERROR frame (code 503, request
+  id 0: about the connection) and is closed before anything of it is read.
 
 Each case counts in `brokergroup_broker_binary_rejected_total{reason}`.
 """
@@ -129,14 +131,31 @@ class Connection(asyncio.Protocol):
         self.partial_since: float | None = None
         self.partial_timer: asyncio.TimerHandle | None = None
         self.stall_timer: asyncio.TimerHandle | None = None
+        self.max_connections: int = settings.max_connections
+        self.admitted = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not asyncio.Transport
+        if len(self.live) >= self.max_connections:
+            self.reject("too_many_connections")
+            remark = (
+                f"too many connections: {len(self.live)} open, binary.max_connections={self.max_connections}; "
+                "share one connection per process (it pipelines) or raise the limit"
+            )
+            self.transport.write(
+                cf.encode_error(cf.CONNECTION_REQUEST_ID, cf.Error("SERVICE_NOT_AVAILABLE", 503, remark))
+            )
+            self.transport.close()
+            return
+        self.admitted = True
         self.transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         self.live.add(self)
         self.metrics.binary_connections.inc()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if not self.admitted:
+            self.transport = None
+            return
         self.live.discard(self)
         self.metrics.binary_connections.dec()
         if self.decoder.buffered and self.partial_since is not None:
@@ -161,7 +180,7 @@ class Connection(asyncio.Protocol):
                 self.start(raw)
         except cf.FrameTooLarge as exc:
             self.reject("oversized")
-            transport.write(cf.encode_error(0, cf.Error("BAD_REQUEST", 413, str(exc))))
+            transport.write(cf.encode_error(cf.CONNECTION_REQUEST_ID, cf.Error("BAD_REQUEST", 413, str(exc))))
             transport.close()
             return
         if self.decoder.buffered and self.partial_since is None:

@@ -64,7 +64,7 @@ class BrokerMetrics:
         self.binary_rejected = Counter(
             "brokergroup_broker_binary_rejected_total",
             "Bad input on the binary client port, by reason (oversized, malformed, unknown_type, truncated, "
-            "slow_frame, reply_stalled).",
+            "slow_frame, reply_stalled, too_many_connections).",
             ["reason"],
             registry=registry,
         )

@@ -252,6 +252,8 @@ class BinarySettings(BaseModel):
     firewall or a Service must name it."""
     max_in_flight: Annotated[int, Field(ge=1, le=65_536)] = 256
     """Requests one connection may have running; beyond, the broker stops reading that connection."""
+    max_connections: Annotated[int, Field(ge=1, le=1_000_000)] = 1024
+    """Open client connections; one more is answered with an ERROR (503, too many connections) and closed."""
     frame_timeout_ms: Annotated[int, Field(ge=100, le=600_000)] = 10_000
     """A frame begun must arrive in full within this long, else the connection is closed (slow-loris)."""
     write_timeout_ms: Annotated[int, Field(ge=100, le=600_000)] = 30_000

@@ -26,6 +26,9 @@ Grammar (sizes in bytes)::
       OFFSET        0x83  offset:i64 (-1 = none committed)
       ERROR         0xFF  status:str8  code:u16  remark:str16
 
+Request ids run from 1 to 2^32-1; id 0 is the connection's: an ERROR under it (an oversized frame, too many
+connections) is about the connection, which the broker closes next.
+
 Status names are the HTTP API's (`PUT_OK`, `FLUSH_SLAVE_TIMEOUT`, ..., `BAD_REQUEST`, `SYSTEM_ERROR`) and
 an ERROR's `code` is the HTTP status the same failure gets from the HTTP API (400, 413, 503, 500), so
 both protocols mean the same thing by the same words. A PUT_RESULT answers PRODUCE and COMMIT_OFFSET.
@@ -55,6 +58,9 @@ DEFAULT_MAX_REQUEST: Final = 8 * 1024 * 1024 + 64
 DEFAULT_MAX_REPLY: Final = 64 * 1024 * 1024 + 1024 * 1024
 """The largest consume reply (maxBytes up to 64 MiB) plus per-message headers."""
 MAX_REQUEST_ID: Final = 2**32 - 1
+CONNECTION_REQUEST_ID: Final = 0
+"""The id of the broker's ERROR about the connection itself (an oversized frame, too many connections),
+after which it closes the connection; clients number their requests from 1."""
 INT64_MAX: Final = 2**63 - 1
 MAX_QUEUE_ID: Final = 1023  # broker/wire.py MAX_QUEUE_ID
 MAX_COUNT: Final = 1024
