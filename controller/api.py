@@ -67,15 +67,30 @@ async def parse(request: web.Request, model: type[M]) -> M:
         raise ControllerError(ResponseCode.CONTROLLER_INVALID_REQUEST, explain(exc)) from exc
 
 
+def presented_token(request: web.Request) -> str | None:
+    """The credential a request carries: the `X-Brokergroup-Token` header when present (it reaches us through the
+    API server's service proxy, which drops `Authorization`), else an `Authorization: Bearer` token; None when
+    it carries neither. A present but empty or non-bearer header is still a (wrong) credential, never a fallback."""
+    if protocol.TOKEN_HEADER in request.headers:
+        return request.headers[protocol.TOKEN_HEADER]
+    given = request.headers.get("Authorization")
+    if given is None:
+        return None
+    return given[7:] if given.startswith("Bearer ") else ""
+
+
+HOW_TO_SEND = f"{protocol.TOKEN_HEADER}: <token> or Authorization: Bearer <token>"
+
+
 def check_token(request: web.Request) -> None:
     token = request.app[SERVICE].settings.api.admin_token
     if not token:
         return
-    given = request.headers.get("Authorization", "")
-    if not given.startswith("Bearer ") or not hmac.compare_digest(given[7:].encode(), token.encode()):
+    given = presented_token(request)
+    if not given or not hmac.compare_digest(given.encode(), token.encode()):
         raise ControllerError(
             ResponseCode.NO_PERMISSION,
-            "this call needs the admin token: Authorization: Bearer <token>",
+            f"this call needs the admin token: {HOW_TO_SEND}",
             {"httpStatus": 401},
         )
 
@@ -86,21 +101,21 @@ def check_broker_token(request: web.Request) -> None:
     api = request.app[SERVICE].settings.api
     if not api.broker_token:
         return
-    given = request.headers.get("Authorization", "")
-    if not given.startswith("Bearer "):
+    given = presented_token(request)
+    if not given:
         raise ControllerError(
             ResponseCode.NO_PERMISSION,
             f"{request.method} {request.path} feeds elections and needs this group's broker token: "
-            "Authorization: Bearer <token> (brokers: controller.broker_token)",
+            f"{HOW_TO_SEND} (brokers: controller.broker_token)",
             {"httpStatus": 401},
         )
-    presented = given[7:].encode()
+    presented = given.encode()
     accepted = [t.encode() for t in (api.broker_token, api.admin_token) if t]
     matches = [hmac.compare_digest(presented, t) for t in accepted]  # constant time, and every compare runs
     if not any(matches):
         raise ControllerError(
             ResponseCode.NO_PERMISSION,
-            f"{request.method} {request.path}: the bearer token is not this group's broker token; nothing changed",
+            f"{request.method} {request.path}: the token is not this group's broker token; nothing changed",
             {"httpStatus": 403},
         )
 
@@ -165,8 +180,9 @@ async def on_leader(request: web.Request, local: Handler) -> web.StreamResponse:
     if leader_api is None or request.headers.get(FORWARDED_HEADER) or leader_api == service.settings.me.api:
         raise ControllerError(ResponseCode.CONTROLLER_NOT_LEADER, "The controller is not in leader state")
     headers = {FORWARDED_HEADER: service.settings.node_id, "Content-Type": "application/json"}
-    if "Authorization" in request.headers:
-        headers["Authorization"] = request.headers["Authorization"]
+    for credential in ("Authorization", protocol.TOKEN_HEADER):
+        if credential in request.headers:
+            headers[credential] = request.headers[credential]
     session = request.app[SESSION]
     url = f"http://{leader_api}{request.rel_url}"
     try:

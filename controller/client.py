@@ -12,6 +12,14 @@ blackholed route) must not hold a caller past its deadline, so:
 
 The client sticks to the last node that answered. Errors come back as `ControllerError` with
 RocketMQ's code and remark.
+
+An address is `host:port` (plain HTTP) or a base URL whose path prefixes every request's, such as
+the Kubernetes API server's service proxy
+`https://<apiserver>/api/v1/namespaces/<ns>/services/<bg>-controller-api:9878/proxy`; `headers` and
+`ssl` are then the API server's credentials and TLS settings. The token goes in the `X-Brokergroup-Token`
+header (`protocol.TOKEN_HEADER`), which such a proxy passes on, and with `bearer` (the default, for controllers
+before the header, which read only that) in `Authorization: Bearer` as well. Through a proxy `bearer` is off:
+`Authorization` is then the proxy's credential, or absent (a client certificate), never our token.
 """
 
 from __future__ import annotations
@@ -20,8 +28,9 @@ import asyncio
 import contextlib
 import json
 import logging
+import ssl as tls
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 import aiohttp
@@ -59,6 +68,28 @@ def error_from_body(status: int, body: bytes) -> ControllerError:
         return ControllerError(ResponseCode.SYSTEM_ERROR, f"HTTP {status}: {body[:200]!r}")
 
 
+def url(address: str, path: str) -> str:
+    """The URL of `path` at `address` (`host:port`, or a base URL whose path prefixes `path`)."""
+    return f"{address}{path}" if "://" in address else f"http://{address}{path}"
+
+
+def request_headers(
+    token: str | None, extra: Mapping[str, str] | None = None, *, bearer: bool = True
+) -> dict[str, str]:
+    """`extra` (a proxy's own credentials) and the controller token in `X-Brokergroup-Token`, and with `bearer`
+    in `Authorization: Bearer` too."""
+    headers = dict(extra or {})
+    if token:
+        headers[protocol.TOKEN_HEADER] = token
+        if bearer:
+            if any(k.lower() == "authorization" for k in headers):
+                raise ValueError(
+                    "headers carry an Authorization of their own: the token cannot go there (bearer=False)"
+                )
+            headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
 class ControllerClient:
     def __init__(
         self,
@@ -68,6 +99,9 @@ class ControllerClient:
         timeout: float = 10.0,
         hedge_after: float = 0.25,
         session: aiohttp.ClientSession | None = None,
+        headers: Mapping[str, str] | None = None,
+        ssl: tls.SSLContext | None = None,
+        bearer: bool = True,
     ) -> None:
         if not addresses:
             raise ValueError("at least one controller address is required")
@@ -75,6 +109,8 @@ class ControllerClient:
             raise ValueError(f"timeout ({timeout}) and hedge_after ({hedge_after}) must be positive seconds")
         self.addresses = [a.removeprefix("http://").rstrip("/") for a in addresses]
         self._token = token
+        self._headers = request_headers(token, headers, bearer=bearer)
+        self._ssl: tls.SSLContext | bool = True if ssl is None else ssl
         self.timeout = timeout
         self.hedge_after = hedge_after
         self._session = session
@@ -109,7 +145,7 @@ class ControllerClient:
     ) -> Any:
         """One request, answered within `timeout` seconds (default: the client's) or `ControllerUnavailable`."""
         timeout = self.timeout if timeout is None else timeout
-        headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
+        headers = self._headers
         errors: list[str] = []
 
         async def attempt(addr: str, limit: float | None = None) -> tuple[str, Any]:
@@ -117,7 +153,7 @@ class ControllerClient:
                 async with (
                     asyncio.timeout(limit),
                     self._http().request(
-                        method, f"http://{addr}{path}", json=body, headers=headers, params=params
+                        method, url(addr, path), json=body, headers=headers, params=params, ssl=self._ssl
                     ) as response,
                 ):
                     raw = await response.read()

@@ -479,17 +479,17 @@ RESPONSES: dict[str, dict[str, Any]] = {
         ref("ErrorResponse"),
     ),
     "Unauthorized": ok(
-        "NO_PERMISSION (16): the admin token is missing or wrong (`Authorization: Bearer <token>`).",
+        "NO_PERMISSION (16): the admin token is missing or wrong (`X-Brokergroup-Token: <token>` or "
+        "`Authorization: Bearer <token>`; the header wins when both are sent).",
         ref("ErrorResponse"),
     ),
     "BrokerTokenMissing": ok(
-        "NO_PERMISSION (16): no bearer token; this request feeds elections and needs the group's broker token "
-        "(`Authorization: Bearer <token>`). Nothing changed.",
+        "NO_PERMISSION (16): no token; this request feeds elections and needs the group's broker token "
+        "(`X-Brokergroup-Token: <token>` or `Authorization: Bearer <token>`). Nothing changed.",
         ref("ErrorResponse"),
     ),
     "BrokerTokenWrong": ok(
-        "NO_PERMISSION (16): the bearer token is neither the group's broker token nor its admin token. "
-        "Nothing changed.",
+        "NO_PERMISSION (16): the token is neither the group's broker token nor its admin token. Nothing changed.",
         ref("ErrorResponse"),
     ),
     "Forbidden": ok("NO_PERMISSION (16): the config key is black-listed.", ref("ErrorResponse")),
@@ -565,13 +565,16 @@ def build_openapi() -> dict[str, Any]:
                     "type": "http",
                     "scheme": "bearer",
                     "description": "The controller's admin token (`api.admin_token`; on Kubernetes from a Secret). "
-                    "Needed only when one is configured.",
+                    "Needed only when one is configured. The same token is accepted in the `X-Brokergroup-Token` "
+                    "header, which the Kubernetes API server's service proxy passes on (it drops `Authorization`); "
+                    "when that header is present it is the credential.",
                 },
                 BROKER_SCHEME: {
                     "type": "http",
                     "scheme": "bearer",
                     "description": "The group's broker token (`api.broker_token`; on Kubernetes from the Secret "
-                    "`<bg>-controller-auth`, key `brokerToken`). Needed only when one is configured.",
+                    "`<bg>-controller-auth`, key `brokerToken`). Needed only when one is configured. Also accepted "
+                    "in the `X-Brokergroup-Token` header.",
                 },
             },
         },

@@ -14,6 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 INT32_MAX = 2**31 - 1
+TOKEN_HEADER = "X-Brokergroup-Token"  # noqa: S105 (a header name)
+"""The header of the controller's credentials (admin or broker token), accepted next to `Authorization: Bearer`:
+the API server's service proxy takes `Authorization` as the caller's Kubernetes credential and drops it, so an
+operator outside the cluster sends the token here (the brokers' admin API uses the same header)."""
 
 Name = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._%|-]*$")]
 Address = Annotated[str, Field(min_length=3, max_length=255, pattern=r"^[^\s;]+:[0-9]{1,5}$")]

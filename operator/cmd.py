@@ -37,11 +37,14 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--controller-url",
         dest="controller_url",
+        metavar="URL",
         help=(
-            "URL of a group's controller API, a template: {name} is the BrokerGroup's name, {namespace} its "
-            "namespace, {cluster_ip} the ClusterIP of its Service <name>-controller-api (default "
-            "'http://{name}-controller-api.{namespace}.svc:9878', which resolves only in the cluster; from a "
-            "workstation whose routes reach ClusterIPs use 'http://{cluster_ip}:9878')"
+            "how to reach a group's controller API, a URL template: {name} is the BrokerGroup's name, {namespace} "
+            "its namespace, {cluster_ip} the ClusterIP of its Service <name>-controller-api, e.g. "
+            "'http://{cluster_ip}:9878' on a host that routes ClusterIPs. Default: in a pod "
+            "'http://{name}-controller-api.{namespace}.svc:9878'; elsewhere the Kubernetes API server's service "
+            "proxy (/api/v1/namespaces/{namespace}/services/http:{name}-controller-api:9878/proxy) with the "
+            "kubeconfig's credentials, which need get on services/proxy"
         ),
     )
     p.add_argument(

@@ -29,7 +29,7 @@ from brokergroup.operator.builders.secret import (
     new_auth_secret,
 )
 from brokergroup.operator.conditions import Condition
-from brokergroup.operator.controller_link import ControllerLink, ControllerLinkError
+from brokergroup.operator.controller_link import ControllerLink, ControllerLinkError, api_server_proxy
 from brokergroup.operator.kube import Kube, describe
 from brokergroup.operator.metrics import OperatorMetrics
 from brokergroup.operator.roles import Blocked, ElectAway, guard_scale_down
@@ -95,11 +95,16 @@ class Reconciler:
         return self._locks.setdefault((namespace, name), asyncio.Lock())
 
     async def link(self, namespace: str, bg: str, token: str | None) -> ControllerLink:
-        """The controller link of `bg`: `controller_url` with `{name}`, `{namespace}` and, for an
-        operator outside the cluster on a host with a service proxy, `{cluster_ip}` (the ClusterIP of
-        `<bg>-controller-api`) filled in."""
+        """The controller link of `bg`: outside the cluster without a `controller_url`, the API server's
+        service proxy to `<bg>-controller-api`; else `controller_url` with `{name}`, `{namespace}` and
+        `{cluster_ip}` (the ClusterIP of `<bg>-controller-api`) filled in."""
+        if self.settings.through_api_server:
+            route = api_server_proxy(self.kube.api_client.configuration).route(
+                namespace, names.controller_api(bg), names.CONTROLLER_API_PORT
+            )
+            return ControllerLink(route, token=token, timeout=self.settings.controller_timeout)
         cluster_ip = ""
-        if "{cluster_ip}" in self.settings.controller_url:
+        if "{cluster_ip}" in self.settings.controller_template:
             service = await self.io(self.kube.get, "v1", "Service", namespace, names.controller_api(bg))
             cluster_ip = str(((service or {}).get("spec") or {}).get("clusterIP") or "unknown-cluster-ip")
         address = self.settings.controller_address(bg, namespace, cluster_ip=cluster_ip)

@@ -19,6 +19,8 @@ from brokergroup.operator import names
 from brokergroup.operator.spec import DEFAULT_IMAGE
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+IN_CLUSTER_CONTROLLER_URL = "http://{name}-controller-api.{namespace}.svc:" + str(names.CONTROLLER_API_PORT)
+"""The default `controller_url` in a pod: the controller API Service's DNS name."""
 
 
 class OperatorSettings(BaseSettings):
@@ -40,10 +42,12 @@ class OperatorSettings(BaseSettings):
     """Every BrokerGroup is reconciled at least this often, to repair drift (a deleted Service, say)."""
     retry_seconds: Annotated[float, Field(ge=0.1, le=600)] = 5.0
     """Delay before retrying a reconcile that could not finish (API error, election pending)."""
-    controller_url: str = "http://{name}-controller-api.{namespace}.svc:" + str(names.CONTROLLER_API_PORT)
-    """How the operator reaches a BrokerGroup's controllers; `{name}`, `{namespace}` and `{cluster_ip}`
-    (the ClusterIP of `<name>-controller-api`) are filled in. Outside the cluster, on a host whose
-    service proxy routes ClusterIPs, use `http://{cluster_ip}:9878`."""
+    controller_url: str | None = None
+    """How the operator reaches a BrokerGroup's controllers, a URL template: `{name}`, `{namespace}` and
+    `{cluster_ip}` (the ClusterIP of `<name>-controller-api`) are filled in. Unset (or empty): in a pod
+    `http://{name}-controller-api.{namespace}.svc:9878`; elsewhere (a workstation) the Kubernetes API server's
+    service proxy, `<server>/api/v1/namespaces/{namespace}/services/{name}-controller-api:9878/proxy`, with the
+    kubeconfig's credentials and TLS settings (needs `get` on `services/proxy`)."""
     image: Annotated[str, Field(min_length=1)] = DEFAULT_IMAGE
     """Image of the controllers and brokers of every BrokerGroup whose spec names none."""
     controller_timeout: Annotated[float, Field(gt=0, le=120)] = 5.0
@@ -63,28 +67,50 @@ class OperatorSettings(BaseSettings):
             return [n.strip() for n in value.split(",") if n.strip()]
         return value
 
+    @field_validator("controller_url", mode="before")
+    @classmethod
+    def _unset_if_empty(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
     @model_validator(mode="after")
     def _valid(self) -> OperatorSettings:
         for namespace in self.namespaces:
             if not DNS_LABEL.fullmatch(namespace) or len(namespace) > 63:
                 raise ValueError(f"namespaces: {namespace!r} is not a valid namespace name")
-        try:
-            example = self.controller_url.format(name="bg", namespace="ns", cluster_ip="10.0.0.1")
-        except (KeyError, IndexError, ValueError) as exc:
-            raise ValueError(
-                f"controller_url {self.controller_url!r}: only {{name}}, {{namespace}} and {{cluster_ip}} may be "
-                f"filled in ({exc})"
-            ) from exc
-        if "://" not in example or not example.split("://", 1)[1].strip("/"):
-            raise ValueError(f"controller_url {self.controller_url!r} must be a URL like http://host:port")
+        if self.controller_url is not None:
+            self._check_controller_url(self.controller_url)
         if self.metrics_port and self.metrics_port == self.liveness_port:
             raise ValueError(f"metrics_port and liveness_port are both {self.metrics_port}")
         return self
 
+    @staticmethod
+    def _check_controller_url(template: str) -> None:
+        try:
+            example = template.format(name="bg", namespace="ns", cluster_ip="10.0.0.1")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(
+                f"controller_url {template!r}: only {{name}}, {{namespace}} and {{cluster_ip}} may be filled in ({exc})"
+            ) from exc
+        scheme, _, rest = example.partition("://")
+        if scheme not in ("http", "https") or not rest.strip("/"):
+            raise ValueError(f"controller_url {template!r} must be a URL like http://host:port")
+
+    @property
+    def through_api_server(self) -> bool:
+        """The controllers are reached through the API server's service proxy: no `controller_url` and not
+        in a pod (whose default is the Service's DNS name, which a workstation cannot resolve)."""
+        return self.controller_url is None and not in_cluster()
+
+    @property
+    def controller_template(self) -> str:
+        """The `controller_url` in effect when not going through the API server."""
+        return self.controller_url or IN_CLUSTER_CONTROLLER_URL
+
     def controller_address(self, name: str, namespace: str, *, cluster_ip: str = "") -> str:
-        """host:port of the controller API of BrokerGroup `name`."""
-        url = self.controller_url.format(name=name, namespace=namespace, cluster_ip=cluster_ip)
-        return url.split("://", 1)[-1].rstrip("/")
+        """The controller API of BrokerGroup `name`: `host:port` for plain HTTP, else the base URL
+        (`https://host:port[/prefix]`) that `ControllerClient` takes."""
+        url = self.controller_template.format(name=name, namespace=namespace, cluster_ip=cluster_ip)
+        return url.removeprefix("http://").rstrip("/")
 
 
 def in_cluster() -> bool:

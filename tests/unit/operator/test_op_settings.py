@@ -132,11 +132,12 @@ def test_controller_url_without_scheme_refused(url: str) -> None:
         ("http://127.0.0.1:9878", "127.0.0.1:9878"),
         ("http://127.0.0.1:9878/", "127.0.0.1:9878"),
         ("http://{name}.{namespace}.example:1234", "demo.mq.example:1234"),
-        ("https://{namespace}-{name}:443/", "mq-demo:443"),
+        ("https://{namespace}-{name}:443/", "https://mq-demo:443"),  # kept: the client speaks TLS to it
+        ("http://{cluster_ip}:9878/prefix", "10.0.0.7:9878/prefix"),
     ],
 )
 def test_controller_address(url: str, address: str) -> None:
-    assert settings(controller_url=url).controller_address("demo", "mq") == address
+    assert settings(controller_url=url).controller_address("demo", "mq", cluster_ip="10.0.0.7") == address
 
 
 @pytest.mark.parametrize("url", ["http://{nmae}.{namespace}.svc:9878", "http://{name.svc:9878"])
