@@ -77,6 +77,9 @@ class HASettings(BaseModel):
     """minInSyncReplicas: refuse puts (IN_SYNC_REPLICAS_NOT_ENOUGH) below this many in-sync replicas."""
     async_learner: bool = False
     """asyncLearner: replicate but never join the sync-state-set."""
+    sync_from_last_file: bool = False
+    """syncFromLastFile: a replica copying its master's log from scratch (empty, rebuilt, or behind the master's
+    retention) starts at the master's last segment instead of its first; it gets the master's head state there."""
 
     @model_validator(mode="after")
     def _no_counted_acks(self) -> HASettings:

@@ -6,7 +6,14 @@ for an append, an ack, or `next_wakeup_ms()`.
 
 States follow the slave's frames (reference §4.3): READY until the slave's HANDSHAKE; HANDSHAKE
 until its first ack (the master answers each slave handshake with its epoch entries once);
-TRANSFER from the first ack, whose offset is where transfer starts (0 = the master's min offset).
+TRANSFER from the first ack, whose offset is where transfer starts.
+
+A first ack of 0 means the slave starts from scratch: transfer starts at `store.replica_start`,
+the master's min offset or, if the slave's handshake set isSyncFromLastFile, the start of its
+last (dispatched) segment. A first ack below the master's min offset (a slave that fell behind
+retention) starts from scratch too. When that start is after 0, a HEAD frame (the master's head
+state there: queue bases, group offsets, producer sequences) goes first, so the slave numbers
+queues as the master does; RocketMQ's syncFromLastFile slave numbers them from its own log.
 
 Invariants:
 
@@ -47,6 +54,7 @@ from brokergroup.broker.protocol.ha import (
     HAState,
     MasterFrame,
     MasterHandshake,
+    MasterHead,
     MasterTransfer,
     SlaveFrameDecoder,
     SlaveHandshake,
@@ -107,6 +115,10 @@ class MasterConnection:
         self.state = HAState.READY
         self.slave_id: int | None = None
         self.is_learner = False
+        self.from_last_file = False
+        """The slave asked to start from the last segment (isSyncFromLastFile) if it starts from scratch."""
+        self._head: MasterHead | None = None
+        """The HEAD frame to send before the first TRANSFER (a slave starting from scratch)."""
         self.ack_offset = -1
         """The slave's last acked offset; -1 until its first ack."""
         self._handshake_due = False
@@ -141,6 +153,8 @@ class MasterConnection:
             )
         self.slave_id = frame.slave_broker_id
         self.is_learner = frame.is_async_learner
+        self.from_last_file = frame.is_sync_from_last_file
+        self._head = None
         self.state = HAState.HANDSHAKE
         self._handshake_due = True
         self._confirm_due = None
@@ -163,16 +177,15 @@ class MasterConnection:
         return Acked(offset, first, self._caught_up_time(offset, store.max_offset, now_ms))
 
     def _start_offset(self, requested: int, store: ReplicatedLog) -> int:
-        start = store.min_offset if requested == 0 else requested
-        if start > store.max_offset:
+        if requested > store.max_offset:
             raise ReplicationError(
                 f"slave {self.slave_id} asks for offset={requested}, beyond the master's max offset={store.max_offset}"
             )
-        if start < store.min_offset:
-            raise ReplicationError(
-                f"slave {self.slave_id} asks for offset={requested}, before the master's min offset="
-                f"{store.min_offset}: those bytes are gone, rebuild the slave from scratch"
-            )
+        if requested != 0 and requested >= store.min_offset:
+            return requested
+        start = store.replica_start(from_last_segment=self.from_last_file)
+        if start > 0:
+            self._head = MasterHead(store.head_state_at(start))
         return start
 
     def _caught_up_time(self, offset: int, max_offset: int, now_ms: int) -> int | None:
@@ -190,6 +203,10 @@ class MasterConnection:
             return self._handshake(store)
         if self.state is not HAState.TRANSFER or self._next is None:
             return None
+        if self._head is not None:
+            head, self._head = self._head, None
+            self._last_write_ms = now_ms
+            return head
         position = self._next
         entry = store.epochs.find_epoch_entry_by_offset(position)
         if entry is None and position == store.max_offset:

@@ -131,6 +131,7 @@ class HASlave:
                 heartbeat_interval_ms=self._settings.send_heartbeat_interval_ms,
                 now_ms=self._clock(),
                 max_transfer_body=DEFAULT_MAX_TRANSFER_BODY + self._settings.transfer_batch_size,
+                sync_from_last_file=self._settings.sync_from_last_file,
             )
             writer.write(encode(conn.handshake(self._clock())))
             await writer.drain()

@@ -24,6 +24,16 @@ stops agreeing with the master's (reference §4.3 `doTruncate`):
   slave's own last epoch, is stale: `ReplicationError`, nothing is truncated. RocketMQ lets such a
   master cut a slave's newer data.
 
+A HEAD frame (the master's head state at the offset its transfer starts from) may come once,
+after the first ack and before the first TRANSFER, when the slave starts from scratch (it asked
+for 0, or for an offset the master's retention deleted) and the master's log starts after 0:
+the slave cuts whatever it holds (all of it is before that offset) and seeds its store with it
+(`store.seed`: crash-safe, the head file first), so its queue offsets, consumer offsets and
+producer sequences continue as the master's. Its epoch entries then come with the frames: the
+first one is the master's entry covering the start offset, with its original start (RocketMQ's
+truncatePrefixByOffset of the master's entries), so consistent points are found as before.
+With `sync_from_last_file` the handshake asks a master to start such a copy at its last segment.
+
 On each TRANSFER frame: its offset must be the slave's max offset (else the streams disagree:
 drop, re-handshake); a newer epoch is recorded with `append_epoch(epoch, epochStartOffset)`, the
 same epoch must have the same start offset, an older one is an error; the body is appended with
@@ -53,6 +63,7 @@ from brokergroup.broker.protocol.ha import (
     HAState,
     MasterFrameDecoder,
     MasterHandshake,
+    MasterHead,
     MasterTransfer,
     SlaveHandshake,
     SlaveTransferAck,
@@ -75,14 +86,18 @@ class SlaveConnection:
         heartbeat_interval_ms: int,
         now_ms: int,
         max_transfer_body: int = DEFAULT_MAX_TRANSFER_BODY,
+        sync_from_last_file: bool = False,
     ) -> None:
         self._broker_id = broker_id
+        self._from_last_file = sync_from_last_file
         self._is_learner = is_learner
         self._expected_epoch = expected_epoch
         self._heartbeat_ms = heartbeat_interval_ms
         self._decoder = MasterFrameDecoder(max_transfer_body=min(max_transfer_body, INT32_MAX))
         self.state = HAState.READY
         self._new_replica = False
+        self._first_frame = False
+        """In TRANSFER and no frame with data or a head state has arrived yet (a HEAD may come)."""
         self._position = -1
         """Offset this connection has the log up to (appended); -1 before the handshake."""
         self._reported = -1
@@ -102,7 +117,11 @@ class SlaveConnection:
         """The first frame to send."""
         self.state = HAState.HANDSHAKE
         self._last_sent_ms = now_ms
-        return SlaveHandshake(slave_broker_id=self._broker_id, is_async_learner=self._is_learner)
+        return SlaveHandshake(
+            slave_broker_id=self._broker_id,
+            is_async_learner=self._is_learner,
+            is_sync_from_last_file=self._from_last_file,
+        )
 
     def receive(self, data: bytes, store: ReplicatedLog, now_ms: int) -> list[SlaveTransferAck]:
         """Feed the master's bytes, apply every complete frame to `store`; the acks to send."""
@@ -110,6 +129,8 @@ class SlaveConnection:
         while (frame := self._decoder.next_frame()) is not NEED_DATA:
             if isinstance(frame, MasterHandshake):
                 self._on_handshake(frame, store)
+            elif isinstance(frame, MasterHead):
+                self._on_head(frame, store)
             else:
                 self._on_transfer(frame, store)
         return self.flushed(store, now_ms)
@@ -162,10 +183,7 @@ class SlaveConnection:
                 )
             elif local:
                 logger.info("empty log with epochs %s: replicating from scratch", _show(local))
-            if local or store.max_offset > store.min_offset:
-                store.truncate(store.min_offset)
-            self._new_replica = True
-            self._start(0)
+            self._from_scratch(store)
             return
         master = [EpochEntry(e.epoch, e.start_offset) for e in frame.entries]
         point = find_consistent_point(local, store.max_offset, master, frame.master_max_phy_offset)
@@ -182,14 +200,48 @@ class SlaveConnection:
             store.truncate(point)
         self._start(point)
 
+    def _from_scratch(self, store: ReplicatedLog) -> None:
+        """Keep nothing: cut the log to its start, drop the epochs, and ask for offset 0 (the master
+        answers with its head state first if its log starts after 0)."""
+        if store.epochs.entries() or store.max_offset > store.min_offset:
+            store.truncate(store.min_offset)
+        store.epochs.truncate_suffix_by_epoch(0)
+        self._new_replica = True
+        self._start(0)
+
     def _start(self, offset: int) -> None:
         self.state = HAState.TRANSFER
         self._position = offset
+        self._first_frame = True
+
+    # ---- the master's head state: a copy from scratch -----------------------------------------------
+    def _on_head(self, frame: MasterHead, store: ReplicatedLog) -> None:
+        if self.state is not HAState.TRANSFER or not self._first_frame:
+            raise ProtocolError(f"master HEAD in state {self.state.name}, not before the first TRANSFER")
+        start = frame.head.min_offset
+        if store.max_offset > store.min_offset:
+            if start < store.max_offset:
+                raise ReplicationError(
+                    f"master HEAD at offset={start}, inside this log [{store.min_offset}, {store.max_offset})"
+                )
+            logger.warning(
+                "the master's log starts at %d, after this log's end %d (its retention deleted what this replica "
+                "needs next): copying from scratch",
+                start,
+                store.max_offset,
+            )
+            store.truncate(store.min_offset)
+        store.seed(frame.head)
+        self._first_frame = False
+        self._new_replica = False
+        self._position = store.max_offset
+        logger.info("seeded with the master's head state at offset %d", start)
 
     # ---- the master's data -------------------------------------------------------------------------
     def _on_transfer(self, frame: MasterTransfer, store: ReplicatedLog) -> None:
         if self.state is not HAState.TRANSFER:
             raise ProtocolError(f"master TRANSFER in state {self.state.name}")
+        self._first_frame = False
         empty = store.max_offset == store.min_offset
         if frame.offset != store.max_offset and not (self._new_replica and empty):
             raise ReplicationError(f"master sent offset={frame.offset}, this log ends at {store.max_offset}")

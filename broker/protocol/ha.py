@@ -1,8 +1,9 @@
 """Master <-> slave replication frames (RocketMQ AutoSwitch HA), sans-I/O.
 
 The four frames of RocketMQ's `AutoSwitchHAClient` / `AutoSwitchHAConnection` (reference §4.3),
-byte for byte. All integers are big-endian and signed (Java `ByteBuffer`); `state` is the
-`HAConnectionState` ordinal of the sender (HANDSHAKE=1, TRANSFER=2).
+byte for byte, plus one of brokergroup's own (HEAD). All integers are big-endian and signed (Java
+`ByteBuffer`); `state` is the `HAConnectionState` ordinal of the sender (HANDSHAKE=1, TRANSFER=2),
+or HEAD=10 (no ordinal: RocketMQ has no such frame).
 
 Grammar (sizes in bytes)::
 
@@ -20,6 +21,15 @@ Grammar (sizes in bytes)::
                          offset:i64 (>=0)  epoch:i32 (>=0)  epochStartOffset:i64 (>=0)
                          confirmOffset:i64 (>=0)                                          # 36
                          body:u8{bodySize}   (raw commit-log bytes starting at `offset`)
+      MasterHead      := state:i32=10  bodySize:i32 (1..max_transfer_body)  minOffset:i64 (>=0)  # 16
+                         body:u8{bodySize}   (a head-state file, store/head.py: crc32 line, JSON line,
+                                              whose minOffset equals the header's)
+
+HEAD seeds a replica that starts from scratch (an empty or rebuilt one, or one behind the
+master's retention) where the master's log no longer starts at 0: the state the records before
+`minOffset` left behind (queue bases, group offsets, producer sequences), so the replica numbers
+queues as the master does. It is sent once, after the slave's first ack and before the first
+TRANSFER, whose offset is `minOffset`.
 
 Semantic rules checked on both encode (frame construction) and decode: handshake epochs strictly
 increase, so do their start offsets, the last one is `masterLastEpoch` and starts at or before
@@ -42,6 +52,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from brokergroup.broker.errors import ProtocolError
+from brokergroup.broker.store.head import decode_head, encode_head
+from brokergroup.broker.store.indexes import HeadState
 
 INT32_MAX: Final = 2**31 - 1
 INT64_MAX: Final = 2**63 - 1
@@ -57,6 +69,10 @@ class HAState(enum.IntEnum):
     TRANSFER = 2
     SUSPEND = 3
     SHUTDOWN = 4
+
+
+HEAD_TAG: Final = 10
+"""The `state` field of a HEAD frame (a brokergroup extension; not a `HAConnectionState`)."""
 
 
 _STATE = struct.Struct(">i")  # state: HAState ordinal of the sender
@@ -89,6 +105,12 @@ _MASTER_TRANSFER = struct.Struct(
     "q"  # epochStartOffset: start offset of `epoch`
     "q"  # confirmOffset: the master's commit point; the slave applies min(it, own max offset)
 )
+_MASTER_HEAD = struct.Struct(
+    ">i"  # state = HEAD_TAG
+    "i"  # bodySize: bytes of the head-state document after this header
+    "q"  # minOffset: where the replica's log starts (the first TRANSFER's offset)
+)
+MASTER_HEAD_HEADER_SIZE: Final = _MASTER_HEAD.size  # 16
 SLAVE_HANDSHAKE_SIZE: Final = _SLAVE_HANDSHAKE.size  # 16
 SLAVE_ACK_SIZE: Final = _SLAVE_ACK.size  # 12
 MASTER_HANDSHAKE_HEADER_SIZE: Final = _MASTER_HANDSHAKE.size  # 20
@@ -190,8 +212,21 @@ class MasterTransfer:
         return self.offset + len(self.body)
 
 
+@dataclass(frozen=True, slots=True)
+class MasterHead:
+    """The master's head state at `head.min_offset`, where the replica's copy starts."""
+
+    head: HeadState
+
+    def __post_init__(self) -> None:
+        _check("master HEAD", "minOffset", self.head.min_offset, 0, INT64_MAX)
+
+    def body(self) -> bytes:
+        return encode_head(self.head)
+
+
 SlaveFrame = SlaveHandshake | SlaveTransferAck
-MasterFrame = MasterHandshake | MasterTransfer
+MasterFrame = MasterHandshake | MasterTransfer | MasterHead
 Frame = SlaveFrame | MasterFrame
 
 
@@ -223,6 +258,9 @@ def encode(frame: Frame) -> bytes:
             frame.master_last_epoch,
         )
         return header + b"".join(_EPOCH_START.pack(e.epoch, e.start_offset) for e in frame.entries)
+    if isinstance(frame, MasterHead):
+        body = frame.body()
+        return _MASTER_HEAD.pack(HEAD_TAG, len(body), frame.head.min_offset) + body
     header = _MASTER_TRANSFER.pack(
         HAState.TRANSFER,
         len(frame.body),
@@ -304,7 +342,7 @@ def _flag(name: str, value: int) -> bool:
 
 
 class MasterFrameDecoder(_Decoder):
-    """Decodes what a slave receives from its master: HANDSHAKE (epoch entries) and TRANSFER."""
+    """Decodes what a slave receives from its master: HANDSHAKE (epoch entries), TRANSFER and HEAD."""
 
     def __init__(
         self,
@@ -331,8 +369,10 @@ class MasterFrameDecoder(_Decoder):
         if len(self._buf) < _STATE.size:
             return NEED_DATA
         (state,) = _STATE.unpack_from(self._buf)
-        if state not in (HAState.HANDSHAKE, HAState.TRANSFER):
-            raise ProtocolError(f"master frame: unknown state={state} (expected 1=HANDSHAKE or 2=TRANSFER)")
+        if state not in (HAState.HANDSHAKE, HAState.TRANSFER, HEAD_TAG):
+            raise ProtocolError(
+                f"master frame: unknown state={state} (expected 1=HANDSHAKE, 2=TRANSFER or {HEAD_TAG}=HEAD)"
+            )
         if len(self._buf) < _MASTER_PREFIX.size:
             return NEED_DATA
         _, body_size = _MASTER_PREFIX.unpack_from(self._buf)
@@ -340,7 +380,27 @@ class MasterFrameDecoder(_Decoder):
             raise ProtocolError(f"master frame: bodySize={body_size} is negative")
         if state == HAState.HANDSHAKE:
             return self._handshake(body_size)
+        if state == HEAD_TAG:
+            return self._head(body_size)
         return self._transfer(body_size)
+
+    def _head(self, body_size: int) -> MasterHead | NeedData:
+        if not 0 < body_size <= self._max_transfer_body:
+            raise ProtocolError(f"master HEAD: bodySize={body_size} is out of range [1, {self._max_transfer_body}]")
+        if len(self._buf) < MASTER_HEAD_HEADER_SIZE + body_size:
+            return NEED_DATA
+        frame = self._take(MASTER_HEAD_HEADER_SIZE + body_size)
+        _, _, min_offset = _MASTER_HEAD.unpack_from(frame)
+        _check("master HEAD", "minOffset", min_offset, 0, INT64_MAX)
+        try:
+            head = decode_head(frame[MASTER_HEAD_HEADER_SIZE:])
+        except (ValueError, TypeError) as error:
+            raise ProtocolError(f"master HEAD: body: {error}") from None
+        if head.min_offset != min_offset:
+            raise ProtocolError(
+                f"master HEAD: minOffset={min_offset} differs from the body's minOffset={head.min_offset}"
+            )
+        return MasterHead(head)
 
     def _handshake(self, body_size: int) -> MasterHandshake | NeedData:
         if body_size % EPOCH_START_SIZE:

@@ -22,11 +22,13 @@ import json
 import os
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from brokergroup.broker.errors import CorruptLogError
 from brokergroup.broker.store.indexes import HeadState
 from brokergroup.common.durable import fsync_path
+
+INT64_MAX: Final = 2**63 - 1
 
 
 def encode_head(head: HeadState) -> bytes:
@@ -40,9 +42,9 @@ def encode_head(head: HeadState) -> bytes:
     return b"%d\n" % zlib.crc32(line) + line
 
 
-def _int(value: Any, what: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < -1:
-        raise ValueError(f"{what} must be an integer >= -1, not {value!r}")
+def _int(value: Any, what: str, low: int = -1) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= INT64_MAX:
+        raise ValueError(f"{what} must be an integer in [{low}, {INT64_MAX}], not {value!r}")
     return value
 
 
@@ -52,23 +54,44 @@ def _str(value: Any, what: str) -> str:
     return value
 
 
+def _rows(document: dict[str, Any], key: str, width: int) -> list[list[Any]]:
+    """`document[key]`: a list of lists of `width` items each."""
+    if key not in document:
+        raise ValueError(f"the JSON object has no {key!r}")
+    rows = document[key]
+    if not isinstance(rows, list):
+        raise TypeError(f"{key!r} must be a list, not {rows!r}")
+    for index, row in enumerate(rows):
+        if not isinstance(row, list) or len(row) != width:
+            raise ValueError(f"{key}[{index}] must be a list of {width} items, not {row!r}")
+    return rows
+
+
 def decode_head(data: bytes) -> HeadState:
-    """The head state in `data`; raises ValueError naming what is wrong."""
+    """The head state in `data`; raises ValueError or TypeError naming what is wrong."""
     crc_line, sep, line = data.partition(b"\n")
     if not sep or not crc_line.isdigit() or not line.endswith(b"\n") or line.count(b"\n") != 1:
         raise ValueError("expected two lines: <crc32> and <json>")
     if zlib.crc32(line) != int(crc_line):
         raise ValueError(f"crc32 mismatch: stored {int(crc_line)}, computed {zlib.crc32(line)}")
-    document = json.loads(line)
+    try:
+        document = json.loads(line)
+    except ValueError as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise ValueError(f"the JSON line does not parse: {error}") from None
     if not isinstance(document, dict):
         raise TypeError("the JSON line is not an object")
-    queues = {(_str(t, "queue topic"), _int(q, "queueId")): _int(b, "queue base") for t, q, b in document["queues"]}
-    groups = {
-        (_str(g, "group"), _str(t, "group topic"), _int(q, "group queueId")): _int(o, "group offset")
-        for g, t, q, o in document["groups"]
+    queues = {
+        (_str(t, "queue topic"), _int(q, "queueId", 0)): _int(b, "queue base", 0)
+        for t, q, b in _rows(document, "queues", 3)
     }
-    producers = {_int(p, "producer id"): _int(s, "producer seq") for p, s in document["producers"]}
-    return HeadState(_int(document["minOffset"], "minOffset"), queues, groups, producers)
+    groups = {
+        (_str(g, "group"), _str(t, "group topic"), _int(q, "group queueId", 0)): _int(o, "group offset")
+        for g, t, q, o in _rows(document, "groups", 4)
+    }
+    producers = {_int(p, "producer id", 0): _int(s, "producer seq") for p, s in _rows(document, "producers", 2)}
+    if "minOffset" not in document:
+        raise ValueError("the JSON object has no 'minOffset'")
+    return HeadState(_int(document["minOffset"], "minOffset", 0), queues, groups, producers)
 
 
 class HeadFile:

@@ -33,6 +33,13 @@ last entry always stays, so the election ranking, by max offset and epoch, is un
 a head state ahead of the log's start re-applies (2)-(4). Consumers then see each queue start at
 its base (`queue_min_offset`); group offsets below it read as the base (they move up).
 
+A replica copying from scratch a log whose head was deleted (`seed`; the HA HEAD frame): its master's
+head state at the copy's start is written to `head.state` first, then the empty log restarts there
+(a crash in between: open restarts it, as above), so queue offsets, group offsets and producer
+sequences continue as the master's. `replica_start` and `head_state_at` are the master's side: its
+min offset, or its last dispatched segment start (syncFromLastFile), where `head_state` can be
+computed (a segment start: the group-offset history keeps one value per segment).
+
 A full disk (diskspace.py): puts are refused with `DiskFullError` before anything is written
 while free space is below `min_free_disk_bytes`; a write that fails anyway (ENOSPC) is undone
 by the log and reported the same way. Replicated appends are not refused by the threshold.
@@ -53,7 +60,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from brokergroup.broker.errors import CorruptLogError, DiskFullError, SeedRequiredError
+from brokergroup.broker.errors import CorruptLogError, DiskFullError, SeedRequiredError, StoreError
 from brokergroup.broker.settings import FlushMode, StoreSettings
 from brokergroup.broker.store import put_plan, retention
 from brokergroup.broker.store.checkpoint import ConfirmCheckpoint
@@ -82,6 +89,8 @@ CONFIRM_FILE: Final = "confirm.checkpoint"
 HEAD_FILE: Final = "head.state"
 STEP_HEAD_WRITTEN: Final = "retention:head-written"
 STEP_EPOCHS_CUT: Final = "retention:epochs-cut"
+STEP_SEED_HEAD_WRITTEN: Final = "seed:head-written"
+STEP_SEED_RESET: Final = "seed:log-reset"
 
 
 def _no_step(_step: str) -> None:
@@ -400,11 +409,12 @@ class MessageStore:
         rebase = bool(data) and self._log.max_offset == self._log.min_offset and offset != self._log.max_offset
         if rebase and offset > 0:
             # Queue offsets count from the log's start: from a partial log this replica would number
-            # every queue differently from its master (the master's head state is not replicated yet).
+            # every queue differently from its master. A master sends its head state first (`seed`,
+            # the HA HEAD frame); one that did not (an older version) gets this refusal.
             raise SeedRequiredError(
                 f"this replica's log is empty and its master's log starts at offset {offset} (retention "
-                "deleted its head): queue offsets cannot be rebuilt from a partial log, so nothing was "
-                "written; see 'A new replica after retention' in docs/broker.md"
+                "deleted its head) but no head state came first: queue offsets cannot be rebuilt from a "
+                "partial log, so nothing was written; see 'A new replica after retention' in docs/broker.md"
             )
         if rebase:  # the head state first: a crash before the new data lands restarts the log there
             previous, self._head = self._head, HeadState.empty(offset)
@@ -439,6 +449,48 @@ class MessageStore:
                     )
                 )
         self._appended()
+
+    def replica_start(self, *, from_last_segment: bool) -> int:
+        """Where a replica starting from scratch copies from: the log's start, or with
+        `from_last_segment` (RocketMQ's syncFromLastFile) the start of the last segment that is
+        dispatched (a segment whose start the confirm offset has not reached yet is skipped)."""
+        starts = [s for s in self._log.segment_starts if s <= self._indexes.dispatched_offset]
+        return starts[-1] if from_last_segment and starts else self._log.min_offset
+
+    def head_state_at(self, offset: int) -> HeadState:
+        """The head state at `offset`: the log's start, or a later dispatched segment start."""
+        if offset == self._head.min_offset:
+            return self._head
+        if offset not in self._log.segment_starts:
+            raise ValueError(f"no head state at offset={offset}: not a segment start of this log")
+        return self._indexes.head_state(offset)
+
+    def seed(self, head: HeadState) -> None:
+        """Restart this empty log at `head.min_offset` with its master's head state (a replica
+        copying from scratch a log whose head was deleted): queue offsets, consumer offsets and
+        producer sequences continue from it. Crash-safe: the head file is written first, and
+        opening a store whose empty log starts elsewhere restarts the log at the head. The epoch
+        entries are dropped (they describe none of the new log's bytes); the first frame brings
+        the master's entry covering `head.min_offset`."""
+        if self._log.max_offset != self._log.min_offset:
+            raise StoreError(
+                f"cannot seed a log holding [{self._log.min_offset}, {self._log.max_offset}): truncate it first"
+            )
+        if head.min_offset % self._log.segment_size:
+            raise StoreError(
+                f"the master's log starts at offset={head.min_offset}, not a multiple of this replica's "
+                f"store.segment_size={self._log.segment_size}: every replica of a set needs the same segment size"
+            )
+        self._head_file.write(head)
+        self._step(STEP_SEED_HEAD_WRITTEN)
+        self._log.reset(head.min_offset)
+        self._step(STEP_SEED_RESET)
+        self._head = head
+        self._epochs.truncate_suffix_by_epoch(0)
+        self._confirm = head.min_offset
+        self.flush_checkpoint()
+        self._indexes = self._rebuild()
+        logger.info("log seeded at offset=%d with the master's head state", head.min_offset)
 
     def truncate(self, offset: int) -> None:
         """Cut the log crash-safely at `offset` (a record boundary), then the epochs; lower the

@@ -10,9 +10,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from brokergroup.broker.store.epoch import EpochCache, EpochEntry
+
+if TYPE_CHECKING:  # indexes imports this module
+    from brokergroup.broker.store.indexes import HeadState
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +115,18 @@ class ReplicatedLog(Protocol):
 
     def truncate(self, offset: int) -> None:
         """Cut the log (crash-safely) and the epochs at `offset`, a record boundary."""
+
+    def replica_start(self, *, from_last_segment: bool) -> int:
+        """Where a replica starting from scratch copies from: `min_offset`, or with
+        `from_last_segment` (RocketMQ's syncFromLastFile) the start of the last segment whose
+        start is confirmed and dispatched."""
+
+    def head_state_at(self, offset: int) -> HeadState:
+        """What the records before `offset` (a `replica_start` result) leave behind."""
+
+    def seed(self, head: HeadState) -> None:
+        """An empty log restarts (crash-safely) at `head.min_offset` with its master's head state:
+        queue offsets, group offsets and producer sequences continue from it; no epoch entry."""
 
     def add_append_listener(self, listener: Callable[[int], None]) -> None:
         """`listener(new_max_offset)` after every append (master put or slave append_raw)."""

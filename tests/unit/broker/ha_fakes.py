@@ -18,6 +18,7 @@ from brokergroup.broker.ha.master_conn import MasterConnection, SlaveEvent
 from brokergroup.broker.ha.slave_conn import SlaveConnection
 from brokergroup.broker.protocol.ha import MasterFrame, SlaveTransferAck, encode
 from brokergroup.broker.store.epoch import EpochCache, EpochEntry
+from brokergroup.broker.store.indexes import HeadState
 from brokergroup.broker.store.record import encode_record
 from brokergroup.broker.store.segments import MemoryLog
 
@@ -40,6 +41,9 @@ class FakeLog:
         self._flush_listeners: list[Callable[[int], None]] = []
         self.sync = sync
         self.truncations: list[int] = []
+        self.heads: dict[int, HeadState] = {}
+        """Head states the master serves (`head_state_at`), by offset; `seed` records its own."""
+        self.seeds: list[HeadState] = []
 
     # ---- ReplicatedLog
     @property
@@ -85,6 +89,21 @@ class FakeLog:
         self.log.truncate(offset)
         self._epochs.truncate_suffix_by_offset(offset)
         self._confirm = min(self._confirm, offset)
+
+    def replica_start(self, *, from_last_segment: bool) -> int:
+        starts = [s for s in self.log.segment_starts if s <= self._confirm]
+        return starts[-1] if from_last_segment and starts else self.min_offset
+
+    def head_state_at(self, offset: int) -> HeadState:
+        return self.heads.get(offset) or HeadState.empty(offset)
+
+    def seed(self, head: HeadState) -> None:
+        assert self.max_offset == self.min_offset, "seed of a non-empty log"
+        self.seeds.append(head)
+        self.heads[head.min_offset] = head
+        self.log.reset(head.min_offset)
+        self._epochs.truncate_suffix_by_epoch(0)
+        self._confirm = head.min_offset
 
     def add_append_listener(self, listener: Callable[[int], None]) -> None:
         self._listeners.append(listener)

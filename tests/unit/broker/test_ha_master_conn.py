@@ -13,12 +13,14 @@ from brokergroup.broker.protocol.ha import (
     HAState,
     MasterFrame,
     MasterHandshake,
+    MasterHead,
     MasterTransfer,
     SlaveHandshake,
     SlaveTransferAck,
     encode,
 )
 from brokergroup.broker.store.epoch import EpochEntry
+from brokergroup.broker.store.indexes import HeadState
 
 
 def master_log(*epochs: tuple[int, int], body_sizes: tuple[int, ...] = (10, 40, 3)) -> FakeLog:
@@ -95,20 +97,49 @@ def rebased_log(start: int) -> FakeLog:
     return log
 
 
-def test_a_first_ack_of_zero_starts_at_the_masters_min_offset() -> None:
+def test_a_first_ack_of_zero_gets_the_head_state_then_the_log_from_the_masters_min_offset() -> None:
     master = rebased_log(512)
+    master.heads[512] = HeadState(512, {("t", 0): 7}, {("g", "t", 0): 5}, {3: 9})
     conn = shaken(master)
     assert conn.receive(encode(SlaveTransferAck(0)), master, 0) == [Acked(0, True, None)]
+    assert conn.next_transfer(master, 0) == MasterHead(master.heads[512])
     frame = conn.next_transfer(master, 0)
     assert isinstance(frame, MasterTransfer)
     assert frame.offset == 512
 
 
-def test_a_slave_behind_the_masters_min_offset_is_refused() -> None:
+def test_a_log_starting_at_zero_sends_no_head_state() -> None:
+    master = master_log((1, 2))
+    conn = shaken(master)
+    conn.receive(encode(SlaveTransferAck(0)), master, 0)
+    frame = conn.next_transfer(master, 0)
+    assert isinstance(frame, MasterTransfer) and frame.offset == 0
+
+
+def test_sync_from_last_file_starts_at_the_last_confirmed_segment_with_its_head_state() -> None:
+    master = FakeLog(segment_size=256)
+    master.append_epoch(EpochEntry(1, 0))
+    while len(master.log.segment_starts) < 4:
+        master.put_n(1)
+    master.set_confirm_offset(master.log.segment_starts[2] + 1)  # the last segment's start is not confirmed
+    conn = MasterConnection(batch_size=1 << 20, heartbeat_interval_ms=1000, now_ms=0)
+    conn.receive(encode(SlaveHandshake(slave_broker_id=2, is_sync_from_last_file=True)), master, 0)
+    assert isinstance(conn.next_transfer(master, 0), MasterHandshake)
+    conn.receive(encode(SlaveTransferAck(0)), master, 0)
+    start = master.log.segment_starts[2]
+    assert conn.next_transfer(master, 0) == MasterHead(HeadState.empty(start))
+    frame = conn.next_transfer(master, 0)
+    assert isinstance(frame, MasterTransfer)
+    assert (frame.offset, frame.epoch, frame.epoch_start_offset) == (start, 1, 0)
+
+
+def test_a_slave_behind_the_masters_min_offset_starts_from_scratch() -> None:
     master = rebased_log(512)
     conn = shaken(master)
-    with pytest.raises(ReplicationError, match="rebuild the slave"):
-        conn.receive(encode(SlaveTransferAck(256)), master, 0)
+    assert conn.receive(encode(SlaveTransferAck(256)), master, 0) == [Acked(256, True, None)]
+    assert conn.next_transfer(master, 0) == MasterHead(HeadState.empty(512))
+    frame = conn.next_transfer(master, 0)
+    assert isinstance(frame, MasterTransfer) and frame.offset == 512
 
 
 def test_a_first_ack_sets_where_transfer_starts() -> None:
