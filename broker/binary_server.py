@@ -76,10 +76,12 @@ async def answer(ctx: BrokerContext, raw: cf.RawFrame) -> bytes:
                 max_bytes=request.max_bytes,
             )
             ctx.metrics.consumed.inc(len(found))
+            low = ctx.store.queue_min_offset(request.topic, request.queue_id)
             return cf.encode_messages(
                 rid,
-                next_offset=found[-1].queue_offset + 1 if found else request.offset,
-                min_offset=ctx.store.queue_min_offset(request.topic, request.queue_id),
+                # as GET /v1/messages: a read below what retention kept goes on from the queue's min offset
+                next_offset=found[-1].queue_offset + 1 if found else max(request.offset, low),
+                min_offset=low,
                 max_offset=ctx.store.queue_max_offset(request.topic, request.queue_id),
                 messages=found,
             )

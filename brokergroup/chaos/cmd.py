@@ -51,8 +51,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--protocol",
         choices=["binary", "http"],
-        default="http",
-        help="how producers and consumers reach the brokers: the HTTP API (default) or the binary client port",
+        default="binary",
+        help="how producers and consumers reach the brokers: the binary client port (default) or the HTTP API",
     )
     p.set_defaults(func=run)
     f = kinds.add_parser("powerfs", help="the power-loss file system: mount, drop (power loss) or status")

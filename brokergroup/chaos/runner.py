@@ -64,7 +64,7 @@ class RunOptions:
     rate: float = 25.0
     """Sends per second per producer (each waits for its acknowledgement)."""
     recovery_timeout_s: float = 90.0
-    protocol: str = "http"
+    protocol: str = "binary"
     """How producers and consumers reach the brokers: "binary" (the binary client port) or "http"."""
 
     @property
@@ -157,6 +157,7 @@ class ChaosRun:
             "replicas": spec.replicas,
             "netns": spec.netns,
             "powerFs": spec.power_fs,
+            "protocol": self.options.protocol,
             "faultsInjected": len(self.faults),
             "faultMix": dict(sorted(collections.Counter(f["kind"] for f in self.faults).items())),
             "durationS": round(took, 1),
