@@ -60,6 +60,10 @@ class _NoAnswer(Exception):
 def error_from_body(status: int, body: bytes) -> ControllerError:
     try:
         data = json.loads(body)
+        if isinstance(data, dict) and data.get("kind") == "Status":  # a Kubernetes API server's (proxy's) own refusal
+            return ControllerError(
+                ResponseCode.SYSTEM_ERROR, f"HTTP {status} from the Kubernetes API server: {data.get('message')}"
+            )
         code = ResponseCode(int(data.pop("code")))
         data.pop("name", None)
         remark = str(data.pop("remark", ""))

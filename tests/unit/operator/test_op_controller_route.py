@@ -16,7 +16,7 @@ import pytest
 
 from brokergroup.cli import build_parser
 from brokergroup.controller import protocol
-from brokergroup.controller.client import ControllerClient, request_headers, url
+from brokergroup.controller.client import ControllerClient, error_from_body, request_headers, url
 from brokergroup.operator import names
 from brokergroup.operator.controller_link import ApiServerProxy, ControllerLink, Route, service_proxy_path
 from brokergroup.operator.settings import OperatorSettings
@@ -184,3 +184,19 @@ def test_request_headers() -> None:
     assert request_headers("t", proxy, bearer=False) == {"Authorization": "Bearer kube", protocol.TOKEN_HEADER: "t"}
     with pytest.raises(ValueError, match="Authorization of their own"):
         request_headers("t", {"authorization": "Bearer kube"})
+
+
+def test_an_api_server_refusal_reads_as_one_line() -> None:
+    status = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": 'services "demo-controller-api" is forbidden: User "me" cannot create resource "services/proxy"',
+        "reason": "Forbidden",
+        "code": 403,
+    }
+    error = error_from_body(403, json.dumps(status).encode())
+    assert error.remark == (
+        'HTTP 403 from the Kubernetes API server: services "demo-controller-api" is forbidden: '
+        'User "me" cannot create resource "services/proxy"'
+    )
