@@ -30,6 +30,9 @@ from brokergroup.operator.spec import MasterUpdateStrategy, SpecError, parse_spe
 
 logger = logging.getLogger(__name__)
 
+CATCH_UP_PAGES = 20
+"""At most this many pages of the event feed (1000 records each) are read to catch up after a pause."""
+
 OWNED = ("masterPod", "masterBrokerId", "masterEpoch", "syncStateSet", "syncStateSetEpoch", "replicas")
 """The `status.brokerSets[]` fields the follower owns; `reconcile` owns the others."""
 
@@ -42,16 +45,26 @@ class FeedCursor:
     primed: bool = False
     commits: dict[tuple[str, int], tuple[float, str]] = field(default_factory=dict)
     """(set, master epoch) -> (commit time in seconds since the epoch, the election's reason)."""
+    caught_up: set[tuple[str, int]] = field(default_factory=set)
+    """Commits read after the fact (made while the group was paused): counted with their reason, but
+    their label convergence is not measured (the operator was not following then)."""
+    behind: bool = False
+    """The follower skipped cycles (paused): read the feed before the next projection."""
 
-    def take(self, feed: dict[str, Any], sets: set[str]) -> bool:
+    def take(self, feed: dict[str, Any], sets: set[str], *, live: bool = True) -> bool:
         """Note new ELECT_MASTER commits; True when the feed had a gap. Every cycle resyncs from
         sync-state data anyway: the feed only wakes the follower and dates commits, so a gap costs
-        a convergence measurement, never a missed election."""
+        a convergence measurement, never a missed election. `live` False: commits caught up on."""
         for event in feed.get("events") or []:
             if event.get("type") == "ELECT_MASTER" and event.get("brokerName") in sets and self.primed:
                 epoch = event.get("masterEpoch")
                 if isinstance(epoch, int):
-                    self.commits[(event["brokerName"], epoch)] = (event["ts"] / 1000.0, str(event.get("reason") or ""))
+                    key = (str(event["brokerName"]), epoch)
+                    self.commits[key] = (event["ts"] / 1000.0, str(event.get("reason") or ""))
+                    if live:
+                        self.caught_up.discard(key)
+                    else:
+                        self.caught_up.add(key)
         returned = [int(e["index"]) for e in feed.get("events") or [] if isinstance(e.get("index"), int)]
         gap = bool(feed.get("truncated")) or int(feed.get("lastIndex") or 0) < self.after
         # A page holds at most 1000 records: continue after the last one returned, not lastIndex.
@@ -64,6 +77,7 @@ class FeedCursor:
         the table holds only elections still ahead of the labels."""
         for key in [k for k in self.commits if k[0] == broker_set and k[1] <= through_epoch]:
             del self.commits[key]
+            self.caught_up.discard(key)
 
 
 @dataclass
@@ -161,6 +175,7 @@ class Follower:
                 return None
             annotations = bg["metadata"].get("annotations") or {}
             if str(annotations.get(labels.PAUSE_ANNOTATION, "")).strip().lower() == "true":
+                cursor.behind = cursor.primed
                 return None
             try:
                 spec = parse_spec(bg.get("spec") or {}, default_image=self.settings.image)
@@ -176,9 +191,27 @@ class Follower:
             except ControllerLinkError as exc:
                 changed.served = await self._no_quorum(bg, previous, str(exc))
                 return None
+            if cursor.behind:
+                await self._catch_up(link, cursor, set(sets))
             supervised = spec.brokers.master_update_strategy is MasterUpdateStrategy.SUPERVISED
             changed.served = await self._project(bg, previous, sets, views, cursor, link, leader, supervised)
             return link, set(sets)
+
+    @staticmethod
+    async def _catch_up(link: ControllerLink, cursor: FeedCursor, sets: set[str]) -> None:
+        """Read the feed up to now (no waiting) after a pause, so that the elections made meanwhile are
+        counted with the controller's reason when the labels catch up (not as `observed`)."""
+        for _ in range(CATCH_UP_PAGES):
+            try:
+                feed = await link.events(after=cursor.after, wait_seconds=0)
+            except ControllerLinkError as exc:
+                logger.info("catching up on the event feed: %s", exc)
+                return
+            before = cursor.after
+            cursor.take(feed, sets, live=False)
+            if not feed.get("events") or cursor.after == before:
+                break
+        cursor.behind = False
 
     async def _no_quorum(self, bg: dict[str, Any], previous: dict[str, Any], error: str) -> bool:
         """Keep the last known labels (the brokers keep theirs up to date themselves); say so in status, in
@@ -367,11 +400,14 @@ class Follower:
         return 0
 
     def _converged(self, namespace: str, sts: str, view: SetView, cursor: FeedCursor) -> None:
-        committed = cursor.commits.pop((sts, view.master_epoch), None)
+        key = (sts, view.master_epoch)
+        committed = cursor.commits.pop(key, None)
         reason = "observed"
         if committed is not None:
             at, reason = committed
-            self.metrics.label_convergence.observe(max(0.0, time.time() - at))
+            if key not in cursor.caught_up:
+                self.metrics.label_convergence.observe(max(0.0, time.time() - at))
+            cursor.caught_up.discard(key)
         self.metrics.elections.labels(namespace, sts, reason or "observed").inc()
 
     async def _write(

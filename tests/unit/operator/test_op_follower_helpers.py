@@ -338,3 +338,13 @@ def test_forget_drops_the_projected_commits_of_one_set_only() -> None:
     assert sorted(cursor.commits) == [(S0, 3), ("bg-broker-1", 2)]
     cursor.forget(S0, through_epoch=3)
     assert sorted(cursor.commits) == [("bg-broker-1", 2)]
+
+
+def test_commits_caught_up_on_are_marked_until_seen_live_or_forgotten() -> None:
+    cursor = primed(10)
+    cursor.take(feed([elect_event(11, epoch=3), elect_event(12, sts=S1, epoch=4)], 12), SETS, live=False)
+    assert cursor.caught_up == {(S0, 3), (S1, 4)}
+    cursor.take(feed([elect_event(13, epoch=3)], 13), SETS)  # the same commit seen live
+    assert cursor.caught_up == {(S1, 4)}
+    cursor.forget(S1, through_epoch=4)
+    assert cursor.caught_up == set() and set(cursor.commits) == {(S0, 3)}

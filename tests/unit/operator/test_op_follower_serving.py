@@ -134,3 +134,59 @@ def test_an_election_is_counted_once_by_namespace_set_and_the_controllers_reason
         return registry.get_sample_value("brokergroup_elections_total", labels)
 
     assert (count("heartbeat_timeout"), count("observed")) == (1.0, 1.0)
+
+
+async def test_elections_made_while_paused_are_counted_with_their_reason_and_not_timed() -> None:
+    """After a pause the follower reads the feed before projecting: the elections made meanwhile count with
+    the controller's reason (not `observed`), and no convergence time is measured for them."""
+    from types import SimpleNamespace
+
+    from prometheus_client import CollectorRegistry
+
+    from brokergroup.operator.follower import FeedCursor, Follower
+    from brokergroup.operator.metrics import OperatorMetrics
+
+    registry = CollectorRegistry()
+    reconciler = SimpleNamespace(kube=None, metrics=OperatorMetrics(registry), settings=None)
+    follower = Follower(reconciler)  # type: ignore[arg-type]
+    cursor = FeedCursor(after=10, primed=True, behind=True)
+    pages = [
+        {"events": [{"index": 11, "type": "ELECT_MASTER", "brokerName": STS, "masterEpoch": 5, "ts": 1000,
+                     "reason": "heartbeat_timeout"}], "lastIndex": 12},
+        {"events": [], "lastIndex": 12},
+    ]  # fmt: skip
+    asked: list[tuple[int, int]] = []
+
+    class Link:
+        async def events(self, *, after: int, wait_seconds: int) -> dict[str, Any]:
+            asked.append((after, wait_seconds))
+            return pages.pop(0)
+
+    await follower._catch_up(Link(), cursor, {STS})  # type: ignore[arg-type]
+    assert asked == [(10, 0), (11, 0)] and not cursor.behind
+    assert cursor.caught_up == {(STS, 5)}
+    follower._converged("mq", STS, SimpleNamespace(master_epoch=5), cursor)  # type: ignore[arg-type]
+    labels = {"namespace": "mq", "set": STS, "reason": "heartbeat_timeout"}
+    assert registry.get_sample_value("brokergroup_elections_total", labels) == 1.0
+    assert registry.get_sample_value("brokergroup_role_label_convergence_seconds_count") == 0.0
+    assert cursor.caught_up == set() and cursor.commits == {}
+
+
+async def test_catching_up_on_an_unreachable_controller_retries_next_cycle() -> None:
+    from types import SimpleNamespace
+
+    from prometheus_client import CollectorRegistry
+
+    from brokergroup.operator.controller_link import ControllerLinkError
+    from brokergroup.operator.follower import FeedCursor, Follower
+    from brokergroup.operator.metrics import OperatorMetrics
+
+    follower = Follower(SimpleNamespace(kube=None, metrics=OperatorMetrics(CollectorRegistry()), settings=None))  # type: ignore[arg-type]
+
+    class Link:
+        async def events(self, *, after: int, wait_seconds: int) -> dict[str, Any]:
+            raise ControllerLinkError("controller down")
+
+    cursor = FeedCursor(after=10, primed=True, behind=True)
+    await follower._catch_up(Link(), cursor, {STS})  # type: ignore[arg-type]
+    assert cursor.behind and cursor.after == 10
