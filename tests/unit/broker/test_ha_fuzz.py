@@ -16,6 +16,7 @@ from brokergroup.broker.protocol.ha import (
     MasterFrame,
     MasterFrameDecoder,
     MasterHandshake,
+    MasterHead,
     MasterTransfer,
     SlaveFrame,
     SlaveFrameDecoder,
@@ -23,6 +24,7 @@ from brokergroup.broker.protocol.ha import (
     SlaveTransferAck,
     encode,
 )
+from brokergroup.broker.store.indexes import HeadState
 
 offsets = st.integers(0, INT64_MAX // 2)
 slave_frames = st.one_of(
@@ -60,7 +62,19 @@ def master_transfers(draw: st.DrawFn) -> MasterTransfer:
     )
 
 
-master_frames = st.one_of(master_handshakes(), master_transfers())
+counts = st.integers(0, INT64_MAX)
+names = st.text(max_size=12)
+master_heads = st.builds(
+    MasterHead,
+    st.builds(
+        HeadState,
+        counts,
+        st.dictionaries(st.tuples(names, st.integers(0, 2**31 - 1)), counts, max_size=5),
+        st.dictionaries(st.tuples(names, names, st.integers(0, 2**31 - 1)), st.integers(-1, INT64_MAX), max_size=5),
+        st.dictionaries(counts, st.integers(-1, INT64_MAX), max_size=5),
+    ),
+)
+master_frames = st.one_of(master_handshakes(), master_transfers(), master_heads)
 
 
 def chunks(data: bytes, cuts: list[int]) -> list[bytes]:
