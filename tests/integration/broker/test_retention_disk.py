@@ -116,9 +116,9 @@ async def test_retention_under_load_moves_queues_and_offsets_and_survives_kill_9
         api = brokers.nodes[master].api
         async with aiohttp.ClientSession() as session:
             await eventually("a first put", lambda: _ok(put(session, api, b"first")), timeout=90)
-            # Every replica holds the log's start before retention may cut it: an empty replica cannot
-            # copy a log whose head is gone (SeedRequiredError, docs/broker.md); a slow start under
-            # load otherwise left one replica empty for good.
+            # Every replica holds the log's start before retention may cut it, so that this test is about
+            # retention on replicas that hold the same log; a replica that starts late copies from the
+            # master's head state instead (test_new_replica_after_retention.py).
             await eventually("every replica copied the first put", lambda: same_log(brokers, session), timeout=90)
             async with session.post(
                 f"http://{api}/v1/consumer-offsets", json={"group": "g", "topic": "t", "queueId": 0, "offset": 0}
