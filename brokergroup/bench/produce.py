@@ -27,7 +27,8 @@ encoding for one message or many); `http` sends single messages as JSON and batc
 bodies over the HTTP API; `both` runs every phase over each protocol in turn on the same broker set
 (binary, http, binary, http, ...), so the two are compared under the same load. Each phase reports
 `cpu_ms_per_message`: the CPU seconds of every process of the group (3 brokers, 3 controllers) and of
-the client, summed, per message.
+the client, summed, per message, and `flushes_per_message`: each broker's flushes (fsync rounds, from
+`brokergroup_broker_flushes_total` on its /metrics) per message of the phase, by role.
 
 Latency is per request, as the client sees it (encoding, HTTP, put, flush, replica acks,
 decoding). MB/s counts message bodies only (10^6 bytes). The client runs in this process on the
@@ -56,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -525,17 +527,41 @@ async def check_stored(
     }
 
 
-def process_ids(brokers: BrokerSet, master: int, group: ControllerGroup) -> dict[str, int]:
-    pids: dict[str, int] = {}
+def broker_roles(brokers: BrokerSet, master: int) -> dict[str, int]:
+    """Each running broker's index in `brokers.nodes` by role: master, slave1, slave2, ..."""
+    roles: dict[str, int] = {}
     slaves = 0
     for i, broker in enumerate(brokers.nodes):
         if broker.proc is None:
             continue
         if i == master:
-            pids["master"] = broker.proc.pid
+            roles["master"] = i
         else:
             slaves += 1
-            pids[f"slave{slaves}"] = broker.proc.pid
+            roles[f"slave{slaves}"] = i
+    return roles
+
+
+async def flush_counts(brokers: BrokerSet, master: int, session: aiohttp.ClientSession) -> dict[str, float]:
+    """Each broker's flushes so far (`brokergroup_broker_flushes_total` on its /metrics), by role."""
+    counts: dict[str, float] = {}
+    for role, i in broker_roles(brokers, master).items():
+        async with session.get(f"http://{brokers.nodes[i].api}/metrics") as response:
+            response.raise_for_status()
+            text = await response.text()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "brokergroup_broker_flushes_total":
+                    counts[role] = sample.value
+    return counts
+
+
+def process_ids(brokers: BrokerSet, master: int, group: ControllerGroup) -> dict[str, int]:
+    pids: dict[str, int] = {}
+    for role, i in broker_roles(brokers, master).items():
+        proc = brokers.nodes[i].proc
+        assert proc is not None, "broker_roles lists running brokers only"
+        pids[role] = proc.pid
     for i, controller in enumerate(group.nodes):
         if controller.proc is not None:
             pids[f"controller{i}"] = controller.proc.pid
@@ -636,15 +662,20 @@ async def bench_mode(
                         spies[role] = PySpy(pids[role], params.profile_dir / f"produce-{mode}-{phase}-{role}.txt")
                     await asyncio.sleep(1.0)  # attached before the phase starts
                 task = progress.add_task(f"{mode} {phase} ({params.concurrency} producers)", total=params.messages)
+                flushes = await flush_counts(brokers, master, session)
                 before = meter.snapshot()
                 latencies, elapsed, retries = await drive(
                     requests, workers, functools.partial(progress.advance, task, per_request)
                 )
                 cpu = CpuMeter.percent(before, meter.snapshot(), elapsed)
+                flushed = await flush_counts(brokers, master, session)
                 progress.update(task, completed=params.messages)
                 results[phase] = phase_result(
                     latencies, elapsed, messages=params.messages, size=params.size, retries=retries, cpu=cpu
                 )
+                results[phase]["flushes_per_message"] = {
+                    role: round((flushed[role] - flushes.get(role, 0.0)) / params.messages, 3) for role in flushed
+                }
                 results[phase]["protocol"] = protocol
                 if spies:
                     profiles[phase] = {role: await asyncio.to_thread(spy.stop) for role, spy in spies.items()}
