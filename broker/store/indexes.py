@@ -28,6 +28,11 @@ Invariants:
   recognised as a duplicate (`seq <= last`) but has no original position, and a retry from an
   evicted producer is stored again. Only appends change the table, so replicas fed the same log
   hold the same table.
+
+`snapshot()` captures the indexes at a record boundary (`IndexSnapshot.offset`: everything before
+it appended and dispatched, nothing after it) and `from_snapshot` + `replay` rebuild them from there:
+the result equals a rescan of the whole log (a property test checks it). The snapshot is what the
+index checkpoint persists (index_files.py) and what a truncation of the undispatched tail rewinds to.
 """
 
 from __future__ import annotations
@@ -178,6 +183,44 @@ class HeadState:
         return cls(min_offset, {}, {}, {})
 
 
+@dataclass(frozen=True, slots=True)
+class ProducerState:
+    """One producer of the table: its last sequence and where its recent sequences landed,
+    `(seq, commit_offset, size, queue_offset)` in append order (queue_offset -1: none)."""
+
+    producer_id: int
+    last_seq: int
+    recent: tuple[tuple[int, int, int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueState:
+    """A consume queue: commit offsets and sizes of its entries from queue offset `base` on."""
+
+    base: int
+    offsets: array[int]
+    sizes: array[int]
+
+    @property
+    def end(self) -> int:
+        return self.base + len(self.offsets)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexSnapshot:
+    """The indexes at `offset`, a record boundary: every record before it appended and dispatched,
+    none after it. `dispatched` (>= offset) is the dispatch watermark to restore."""
+
+    offset: int
+    dispatched: int
+    history_bucket: int
+    queues: dict[QueueKey, QueueState]
+    group_offsets: dict[tuple[str, str, int], int]
+    group_history: dict[tuple[str, str, int], list[tuple[int, int]]]
+    producers: tuple[ProducerState, ...]
+    """Least recently appended-to first."""
+
+
 class _ConsumeQueue:
     """Commit offsets and sizes of dispatched messages from queue offset `base` on (compact arrays)."""
 
@@ -245,6 +288,72 @@ class StoreIndexes:
                 indexes.dispatch(info.end)
         indexes.dispatch(dispatch_up_to)
         return indexes
+
+    @classmethod
+    def from_snapshot(
+        cls,
+        snapshot: IndexSnapshot,
+        *,
+        max_producers: int = DEFAULT_MAX_PRODUCERS,
+        seq_window: int = DEFAULT_SEQ_WINDOW,
+    ) -> StoreIndexes:
+        """The indexes a snapshot describes (the snapshot's arrays are taken over, not copied);
+        feed them the records from `snapshot.offset` on with `replay`."""
+        indexes = cls(max_producers=max_producers, seq_window=seq_window, history_bucket=snapshot.history_bucket)
+        for state in snapshot.producers:
+            producer = _Producer()
+            producer.last_seq = state.last_seq
+            for seq, commit_offset, size, queue_offset in state.recent:
+                producer.recent[seq] = Appended(commit_offset, size, queue_offset if queue_offset >= 0 else None, False)
+            indexes.producers._producers[state.producer_id] = producer
+            if len(indexes.producers._producers) > max_producers:
+                indexes.producers._producers.popitem(last=False)
+        for key, queue_state in snapshot.queues.items():
+            queue = indexes._queues[key] = _ConsumeQueue(queue_state.base)
+            queue.offsets, queue.sizes = queue_state.offsets, queue_state.sizes
+            indexes._next_queue_offset[key] = queue.end
+        indexes._group_offsets = dict(snapshot.group_offsets)
+        indexes._group_history = {key: list(history) for key, history in snapshot.group_history.items()}
+        indexes._appended_offset = snapshot.offset
+        indexes._dispatched_offset = snapshot.dispatched
+        return indexes
+
+    def replay(self, records: Iterable[DecodedRecord | RecordInfo], *, dispatch_up_to: int) -> StoreIndexes:
+        """Append `records` (the log from where these indexes end, in order) and dispatch up to
+        `dispatch_up_to`; returns self."""
+        for record in records:
+            info = record if isinstance(record, RecordInfo) else RecordInfo.from_decoded(record)
+            self.append(info)
+            if info.end <= dispatch_up_to and len(self._pending) >= _REBUILD_DISPATCH_BATCH:
+                self.dispatch(info.end)
+        self.dispatch(dispatch_up_to)
+        return self
+
+    def snapshot(self) -> IndexSnapshot:
+        """The indexes at the first undispatched record (or the end of the appended log): the
+        consume queues' arrays are shared, not copied (cheap; write them out before appending
+        more). Producers keep only what was appended before that offset (see the module docstring)."""
+        offset = self._pending[0][0].offset if self._pending else self._appended_offset
+        producers: list[ProducerState] = []
+        for producer_id, producer in self.producers._producers.items():
+            recent = tuple(
+                (seq, a.commit_offset, a.size, a.queue_offset if a.queue_offset is not None else -1)
+                for seq, a in producer.recent.items()
+                if a.commit_offset < offset
+            )
+            if recent:
+                producers.append(ProducerState(producer_id, max(seq for seq, *_ in recent), recent))
+            elif not producer.recent:
+                producers.append(ProducerState(producer_id, producer.last_seq, ()))
+        return IndexSnapshot(
+            offset=offset,
+            dispatched=self._dispatched_offset,
+            history_bucket=self._history_bucket,
+            queues={key: QueueState(q.base, q.offsets, q.sizes) for key, q in self._queues.items()},
+            group_offsets=dict(self._group_offsets),
+            group_history={key: list(history) for key, history in self._group_history.items()},
+            producers=tuple(producers),
+        )
 
     # -- append stage
     def next_queue_offset(self, topic: str, queue_id: int) -> int:
@@ -352,7 +461,11 @@ class StoreIndexes:
         """Forget the consume-queue entries and group-offset history before `head.min_offset`."""
         for key, base in head.queue_bases.items():
             queue = self._queues.get(key)
-            if queue is None or base <= queue.base:
+            if queue is None:  # a snapshot taken before the queue's first message (as the constructor)
+                self._queues[key] = _ConsumeQueue(base)
+                self._next_queue_offset[key] = max(self._next_queue_offset.get(key, 0), base)
+                continue
+            if base <= queue.base:
                 continue
             drop = base - queue.base
             del queue.offsets[:drop], queue.sizes[:drop]

@@ -67,6 +67,7 @@ from brokergroup.broker.store.checkpoint import ConfirmCheckpoint
 from brokergroup.broker.store.diskspace import DiskSpace
 from brokergroup.broker.store.epoch import EpochCache, EpochEntry
 from brokergroup.broker.store.head import HeadFile
+from brokergroup.broker.store.index_files import IndexFiles
 from brokergroup.broker.store.indexes import DEFAULT_MAX_PRODUCERS, HeadState, RecordInfo, StoreIndexes
 from brokergroup.broker.store.record import (
     Blank,
@@ -87,6 +88,8 @@ COMMITLOG_DIR: Final = "commitlog"
 EPOCH_FILE: Final = "epochFileCheckpoint"
 CONFIRM_FILE: Final = "confirm.checkpoint"
 HEAD_FILE: Final = "head.state"
+INDEX_DIR: Final = "index"
+INDEX_CHECKPOINT_INTERVAL_S: Final = 5.0
 STEP_HEAD_WRITTEN: Final = "retention:head-written"
 STEP_EPOCHS_CUT: Final = "retention:epochs-cut"
 STEP_SEED_HEAD_WRITTEN: Final = "seed:head-written"
@@ -149,6 +152,8 @@ class MessageStore:
         head_file: HeadFile | None = None,
         disk: DiskSpace | None = None,
         step_hook: Callable[[str], None] = _no_step,
+        index_files: IndexFiles | None = None,
+        index_checkpoint_interval_s: float = INDEX_CHECKPOINT_INTERVAL_S,
     ) -> None:
         self._log = log
         self._epochs = epochs
@@ -173,7 +178,10 @@ class MessageStore:
         self._confirm = confirm
         self._persisted = persisted
         self._last_persist = clock()
-        self._indexes = self._rebuild()
+        self._index_files = index_files or IndexFiles(None)
+        self._index_interval = index_checkpoint_interval_s
+        self._last_index_write = clock()
+        self._indexes = self._open_indexes()
 
     @classmethod
     def open(
@@ -185,6 +193,7 @@ class MessageStore:
         clock: Callable[[], float] = time.monotonic,
         max_producers: int = DEFAULT_MAX_PRODUCERS,
         step_hook: Callable[[str], None] = _no_step,
+        index_checkpoint_interval_s: float = INDEX_CHECKPOINT_INTERVAL_S,
     ) -> MessageStore:
         """Open (recovering) or create the store in `directory`; `memory=True` keeps it all in
         memory (MemoryLog, epochs and checkpoint without files) and ignores `directory`.
@@ -217,6 +226,8 @@ class MessageStore:
                 head_file=HeadFile(root / HEAD_FILE),
                 disk=DiskSpace(root, settings.min_free_disk_bytes),
                 step_hook=step_hook,
+                index_files=IndexFiles(root / INDEX_DIR, step_hook=step_hook),
+                index_checkpoint_interval_s=index_checkpoint_interval_s,
             )
         except BaseException:
             log.close()
@@ -242,6 +253,40 @@ class MessageStore:
                 f"{log.max_offset}: segments are missing or the head state belongs to another log"
             )
         return head
+
+    def _open_indexes(self) -> StoreIndexes:
+        """The indexes from the index checkpoint and the log after it; a full rescan (one log
+        line) when the checkpoint is missing, damaged or does not fit the log."""
+        snapshot, why = self._index_files.load()
+        log = self._log
+        if snapshot is not None:
+            why = ""
+            if snapshot.history_bucket != log.segment_size:
+                why = f"it was written with segment size {snapshot.history_bucket}, not {log.segment_size}"
+            elif not max(log.min_offset, self._head.min_offset) <= snapshot.offset <= log.max_offset:
+                why = f"its offset={snapshot.offset} is outside the log [{log.min_offset}, {log.max_offset}]"
+            elif snapshot.dispatched > self._confirm:
+                why = f"it dispatched up to {snapshot.dispatched}, beyond the confirm offset={self._confirm}"
+            if not why:
+                try:
+                    indexes = StoreIndexes.from_snapshot(snapshot, max_producers=self._max_producers)
+                    indexes.cut_head(self._head)
+                    return indexes.replay(scan_infos(log, snapshot.offset), dispatch_up_to=self._confirm)
+                except CorruptLogError as error:
+                    why = f"the log after its offset={snapshot.offset} does not decode ({error})"
+            self._index_files.invalidate()
+        if log.max_offset > log.min_offset:
+            logger.warning(
+                "index checkpoint unusable: %s; rescanning the log [%d, %d)", why, log.min_offset, log.max_offset
+            )
+        return self._rebuild()
+
+    def write_index_checkpoint(self) -> None:
+        """Persist the indexes now (index_files.py): the confirm offset first, so that the
+        checkpoint never covers more than the persisted confirm offset."""
+        self.flush_checkpoint()
+        self._index_files.write(self._indexes.snapshot())
+        self._last_index_write = self._clock()
 
     def _rebuild(self) -> StoreIndexes:
         return StoreIndexes.rebuild(
@@ -325,6 +370,8 @@ class MessageStore:
         self._indexes.dispatch(offset)
         if self._clock() - self._last_persist >= CHECKPOINT_INTERVAL_S:
             self.flush_checkpoint()
+        if self._clock() - self._last_index_write >= self._index_interval:
+            self.write_index_checkpoint()
 
     def flush_checkpoint(self) -> None:
         """Persist the confirm offset now, if it changed since the last write."""
@@ -417,6 +464,7 @@ class MessageStore:
                 "partial log, so nothing was written; see 'A new replica after retention' in docs/broker.md"
             )
         if rebase:  # the head state first: a crash before the new data lands restarts the log there
+            self._index_files.invalidate()
             previous, self._head = self._head, HeadState.empty(offset)
             self._head_file.write(self._head)
         try:
@@ -481,6 +529,7 @@ class MessageStore:
                 f"the master's log starts at offset={head.min_offset}, not a multiple of this replica's "
                 f"store.segment_size={self._log.segment_size}: every replica of a set needs the same segment size"
             )
+        self._index_files.invalidate()
         self._head_file.write(head)
         self._step(STEP_SEED_HEAD_WRITTEN)
         self._log.reset(head.min_offset)
@@ -494,16 +543,29 @@ class MessageStore:
 
     def truncate(self, offset: int) -> None:
         """Cut the log crash-safely at `offset` (a record boundary), then the epochs; lower the
-        confirm offset (persisted at once) and rebuild the indexes by rescanning the log."""
+        confirm offset (persisted at once) and rebuild the indexes: from their own state at the
+        dispatch watermark when the cut is at or above it (an unconfirmed tail: the cost is the
+        undispatched tail), else from the index checkpoint if it is below the cut (deleted first
+        when it is not), else by rescanning the log."""
         cut = offset < self._log.max_offset
+        written = self._index_files.checkpoint_dispatched
+        if cut and written is not None and written > offset:
+            self._index_files.invalidate()
         self._log.truncate(offset)
         self._epochs.truncate_suffix_by_offset(offset)
         if self._confirm > offset:
             logger.warning("truncating at offset=%d below confirm offset=%d", offset, self._confirm)
             self._confirm = offset
             self.flush_checkpoint()
-        if cut:
-            self._indexes = self._rebuild()
+        if not cut:
+            return
+        if offset >= self._indexes.dispatched_offset:
+            snapshot = self._indexes.snapshot()
+            self._indexes = StoreIndexes.from_snapshot(snapshot, max_producers=self._max_producers).replay(
+                scan_infos(self._log, snapshot.offset), dispatch_up_to=self._confirm
+            )
+        else:
+            self._indexes = self._open_indexes()
 
     # -- consumers
     def get_messages(
@@ -584,7 +646,7 @@ class MessageStore:
                 f"cannot delete the log before offset={offset}: not a segment start at or below the confirm "
                 f"offset={self._confirm} and the flushed offset={self.flushed_offset}"
             )
-        self.flush_checkpoint()
+        self.write_index_checkpoint()  # at or after `offset`: opening never replays deleted segments
         head = self._indexes.head_state(offset)
         self._head_file.write(head)
         self._step(STEP_HEAD_WRITTEN)
@@ -623,6 +685,7 @@ class MessageStore:
     def close(self) -> None:
         try:
             self.flush()
+            self.write_index_checkpoint()
         finally:
             self._log.close()
 

@@ -1,0 +1,155 @@
+"""The index checkpoint's format (pure): the indexes at a log offset, minus the consume-queue entries.
+
+The consume-queue entries live in one append-only file per queue (index_files.py); this document
+says how many of each file's entries are valid and everything else the indexes hold (small: a few
+values per queue, group and producer). File format, like head.py ('\\n' the only separator)::
+
+    <crc32>\\n     zlib CRC-32 of the JSON line below, newline included, decimal
+    <json>\\n      {"version": 1, "offset": int, "dispatched": int, "historyBucket": int,
+                   "queues": [[topic, queueId, base, fileBase, count], ...],
+                   "groups": [[group, topic, queueId, offset], ...],
+                   "history": [[group, topic, queueId, [[recordOffset, value], ...]], ...],
+                   "producers": [[id, lastSeq, [[seq, commitOffset, size, queueOffset], ...]], ...]}
+
+A queue's file holds the entries of queue offsets `[fileBase, fileBase + count)` (more bytes after
+them are a torn or unreferenced write); the queue's live entries are `[base, fileBase + count)`
+(`base >= fileBase`: retention raised it, the file's head is reclaimed when the file is rewritten).
+`decode_checkpoint` raises ValueError or TypeError naming what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass
+from typing import Any, Final
+
+from brokergroup.broker.store.indexes import ProducerState, QueueKey
+
+VERSION: Final = 1
+INT64_MAX: Final = 2**63 - 1
+ENTRY_SIZE: Final = 16
+"""Bytes of one consume-queue entry in a queue file: commit offset, size (little-endian int64 each)."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueFileState:
+    base: int
+    file_base: int
+    count: int
+    """Valid entries in the file, from queue offset `file_base`."""
+
+    @property
+    def end(self) -> int:
+        return self.file_base + self.count
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointDoc:
+    offset: int
+    dispatched: int
+    history_bucket: int
+    queues: dict[QueueKey, QueueFileState]
+    group_offsets: dict[tuple[str, str, int], int]
+    group_history: dict[tuple[str, str, int], list[tuple[int, int]]]
+    producers: tuple[ProducerState, ...]
+
+
+def encode_checkpoint_doc(doc: CheckpointDoc) -> bytes:
+    document = {
+        "version": VERSION,
+        "offset": doc.offset,
+        "dispatched": doc.dispatched,
+        "historyBucket": doc.history_bucket,
+        "queues": [[t, q, s.base, s.file_base, s.count] for (t, q), s in sorted(doc.queues.items())],
+        "groups": [[g, t, q, offset] for (g, t, q), offset in sorted(doc.group_offsets.items())],
+        "history": [[g, t, q, [list(h) for h in history]] for (g, t, q), history in sorted(doc.group_history.items())],
+        "producers": [[p.producer_id, p.last_seq, [list(r) for r in p.recent]] for p in doc.producers],
+    }
+    line = json.dumps(document, separators=(",", ":"), ensure_ascii=True).encode() + b"\n"
+    return b"%d\n" % zlib.crc32(line) + line
+
+
+def _int(value: Any, what: str, low: int = -1) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= INT64_MAX:
+        raise ValueError(f"{what} must be an integer in [{low}, {INT64_MAX}], not {value!r}")
+    return value
+
+
+def _str(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a string, not {value!r}")
+    return value
+
+
+def _list(value: Any, what: str, width: int | None = None) -> list[Any]:
+    if not isinstance(value, list) or (width is not None and len(value) != width):
+        items = "a list" if width is None else f"a list of {width} items"
+        raise ValueError(f"{what} must be {items}, not {value!r}")
+    return value
+
+
+def _rows(document: dict[str, Any], key: str, width: int) -> list[list[Any]]:
+    if key not in document:
+        raise ValueError(f"the JSON object has no {key!r}")
+    return [_list(row, f"{key}[{i}]", width) for i, row in enumerate(_list(document[key], repr(key)))]
+
+
+def _queue(row: list[Any]) -> tuple[QueueKey, QueueFileState]:
+    topic, queue_id, base, file_base, count = row
+    state = QueueFileState(_int(base, "queue base", 0), _int(file_base, "queue fileBase", 0), _int(count, "count", 0))
+    if not state.file_base <= state.base <= state.end:
+        raise ValueError(f"queue {topic!r}/{queue_id}: base={base} is outside [fileBase, fileBase + count]")
+    return (_str(topic, "queue topic"), _int(queue_id, "queueId", 0)), state
+
+
+def _producer(index: int, row: list[Any]) -> ProducerState:
+    producer_id, last_seq, recent = row
+    entries = tuple(
+        (_int(s, "seq"), _int(c, "commitOffset", 0), _int(z, "size", 0), _int(q, "queueOffset"))
+        for s, c, z, q in (_list(r, f"producers[{index}] recent entry", 4) for r in _list(recent, "recent"))
+    )
+    return ProducerState(_int(producer_id, "producer id", 0), _int(last_seq, "producer lastSeq"), entries)
+
+
+def decode_checkpoint_doc(data: bytes) -> CheckpointDoc:
+    """The checkpoint in `data`; raises ValueError or TypeError naming what is wrong."""
+    crc_line, sep, line = data.partition(b"\n")
+    if not sep or not crc_line.isdigit() or not line.endswith(b"\n") or line.count(b"\n") != 1:
+        raise ValueError("expected two lines: <crc32> and <json>")
+    if zlib.crc32(line) != int(crc_line):
+        raise ValueError(f"crc32 mismatch: stored {int(crc_line)}, computed {zlib.crc32(line)}")
+    try:
+        document = json.loads(line)
+    except ValueError as error:
+        raise ValueError(f"the JSON line does not parse: {error}") from None
+    if not isinstance(document, dict):
+        raise TypeError("the JSON line is not an object")
+    for key in ("version", "offset", "dispatched", "historyBucket"):
+        if key not in document:
+            raise ValueError(f"the JSON object has no {key!r}")
+    if document["version"] != VERSION:
+        raise ValueError(f"version {document['version']!r} is not {VERSION}")
+    offset = _int(document["offset"], "offset", 0)
+    dispatched = _int(document["dispatched"], "dispatched", 0)
+    if dispatched < offset:
+        raise ValueError(f"dispatched={dispatched} is below offset={offset}")
+    history = {
+        (_str(g, "history group"), _str(t, "history topic"), _int(q, "history queueId", 0)): [
+            (_int(o, "history record offset"), _int(v, "history value"))
+            for o, v in (_list(h, "history entry", 2) for h in _list(hs, "history"))
+        ]
+        for g, t, q, hs in _rows(document, "history", 4)
+    }
+    return CheckpointDoc(
+        offset=offset,
+        dispatched=dispatched,
+        history_bucket=_int(document["historyBucket"], "historyBucket", 1),
+        queues=dict(_queue(row) for row in _rows(document, "queues", 5)),
+        group_offsets={
+            (_str(g, "group"), _str(t, "group topic"), _int(q, "group queueId", 0)): _int(o, "group offset")
+            for g, t, q, o in _rows(document, "groups", 4)
+        },
+        group_history=history,
+        producers=tuple(_producer(i, row) for i, row in enumerate(_rows(document, "producers", 3))),
+    )

@@ -1,0 +1,233 @@
+"""Persisted indexes: per-queue consume-queue files plus an index checkpoint, so opening a store
+replays only the log written since the last checkpoint instead of rescanning all of it.
+
+Why this design: the consume path needs every queue's `queue offset -> (commit offset, size)`
+entries, which grow with the log; a checkpoint holding them all would be O(log) to write every
+time. So, as RocketMQ's consume queues, each queue's entries go to an append-only file of fixed
+16-byte entries (`index/cq/<topic hex>.<queueId>.<fileBase>`, little-endian commit offset and size),
+and each checkpoint appends only the entries dispatched since the previous one. The checkpoint file
+(`index/index.checkpoint`, index_checkpoint.py) is small: the log offset it describes, how many
+entries of each queue file are valid, group offsets (with their per-segment history), and the
+producer table. Loading is one read per queue file into an array (a copy of 16 bytes per retained
+message, no record decoding) plus a replay of the log after the checkpoint's offset.
+
+A write (`IndexFiles.write`), each step safe to interrupt with kill -9 or a power loss:
+
+1. each queue file is cut to its checkpointed length (a torn earlier write) and the new entries are
+   appended, then fsynced (a new file's folder too) - the old checkpoint still reads its prefix;
+2. the checkpoint is written to `index.checkpoint.tmp`, fsynced, renamed, the folder fsynced;
+3. queue files no longer referenced are deleted (after retention raised a queue's base far enough,
+   the next write copies its live entries to a new file named by the new base: that reclaims the
+   deleted head's entries; a crash leaves an unreferenced file, deleted by the next load or write).
+
+`invalidate` deletes the checkpoint (a truncation below it, a slave seeded or restarted at another
+offset); the next write then rewrites every queue file from scratch. A missing, damaged or stale
+checkpoint is never fatal: the store logs one line and rescans the whole log (message_store.py).
+`IndexFiles(None)` (a store on `MemoryLog`) persists nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from array import array
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from brokergroup.broker.store.index_checkpoint import (
+    ENTRY_SIZE,
+    CheckpointDoc,
+    QueueFileState,
+    decode_checkpoint_doc,
+    encode_checkpoint_doc,
+)
+from brokergroup.broker.store.indexes import IndexSnapshot, QueueKey, QueueState
+from brokergroup.common.durable import durable_mkdir, fsync_path
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_FILE: Final = "index.checkpoint"
+QUEUE_DIR: Final = "cq"
+RECLAIM_ENTRIES: Final = 65536
+"""A queue file is rewritten from its base once at least this many entries before the base (and
+more than the live ones) are dead: reclaims the space of segments deleted by retention."""
+STEP_INDEX_QUEUES_WRITTEN: Final = "index:queues-written"
+STEP_INDEX_CHECKPOINT_WRITTEN: Final = "index:checkpoint-written"
+STEP_INDEX_OLD_FILES_DELETED: Final = "index:old-files-deleted"
+
+
+def _no_step(_step: str) -> None:
+    pass
+
+
+def queue_file_name(key: QueueKey, file_base: int) -> str:
+    topic, queue_id = key
+    return f"{topic.encode().hex()}.{queue_id}.{file_base}"
+
+
+def pack_entries(queue: QueueState, first: int, stop: int) -> bytes:
+    """The file bytes of the queue's entries with queue offsets `[first, stop)`."""
+    low, high = first - queue.base, stop - queue.base
+    packed = array("q", bytes(ENTRY_SIZE * (high - low)))
+    packed[0::2] = queue.offsets[low:high]
+    packed[1::2] = queue.sizes[low:high]
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return packed.tobytes()
+
+
+def unpack_entries(data: bytes, base: int, file_base: int) -> QueueState:
+    """The queue from a file's valid bytes (entries from `file_base`), from queue offset `base` on."""
+    entries = array("q")
+    entries.frombytes(data)
+    if sys.byteorder == "big":
+        entries.byteswap()
+    offsets, sizes = entries[0::2], entries[1::2]
+    del offsets[: base - file_base], sizes[: base - file_base]
+    return QueueState(base, offsets, sizes)
+
+
+class IndexFiles:
+    """The persisted indexes in folder `root` (module docstring), or nothing when `root` is None."""
+
+    def __init__(self, root: str | os.PathLike[str] | None, *, step_hook: Callable[[str], None] = _no_step) -> None:
+        self.root = Path(root) if root is not None else None
+        self._step = step_hook
+        self._persisted: dict[QueueKey, QueueFileState] = {}
+        self.checkpoint_dispatched: int | None = None
+        """The dispatch watermark of the checkpoint on disk (None: there is none)."""
+
+    @property
+    def _checkpoint(self) -> Path:
+        assert self.root is not None
+        return self.root / CHECKPOINT_FILE
+
+    @property
+    def _queue_dir(self) -> Path:
+        assert self.root is not None
+        return self.root / QUEUE_DIR
+
+    def load(self) -> tuple[IndexSnapshot | None, str]:
+        """The snapshot of the checkpoint on disk, or None and why not (missing or damaged)."""
+        if self.root is None:
+            return None, "the store is in memory"
+        self._checkpoint.with_name(CHECKPOINT_FILE + ".tmp").unlink(missing_ok=True)
+        try:
+            data = self._checkpoint.read_bytes()
+        except FileNotFoundError:
+            return None, f"{self._checkpoint} does not exist"
+        try:
+            doc = decode_checkpoint_doc(data)
+            queues = {key: self._read_queue(key, state) for key, state in doc.queues.items()}
+        except (ValueError, TypeError, OSError) as error:
+            return None, f"{self._checkpoint} is damaged or incomplete ({error})"
+        self._persisted = dict(doc.queues)
+        self.checkpoint_dispatched = doc.dispatched
+        self._delete_unreferenced()
+        snapshot = IndexSnapshot(
+            offset=doc.offset,
+            dispatched=doc.dispatched,
+            history_bucket=doc.history_bucket,
+            queues=queues,
+            group_offsets=doc.group_offsets,
+            group_history=doc.group_history,
+            producers=doc.producers,
+        )
+        return snapshot, ""
+
+    def _read_queue(self, key: QueueKey, state: QueueFileState) -> QueueState:
+        path = self._queue_dir / queue_file_name(key, state.file_base)
+        want = state.count * ENTRY_SIZE
+        if want == 0:
+            return unpack_entries(b"", state.base, state.file_base)
+        with path.open("rb") as file:
+            data = file.read(want)
+        if len(data) != want:
+            raise ValueError(f"{path} holds {len(data)} bytes, the checkpoint needs {want}")
+        return unpack_entries(data, state.base, state.file_base)
+
+    def write(self, snapshot: IndexSnapshot) -> None:
+        """Persist `snapshot` (module docstring: append new entries, then the checkpoint)."""
+        if self.root is None:
+            return
+        durable_mkdir(self._queue_dir)
+        states: dict[QueueKey, QueueFileState] = {}
+        created = False
+        for key, queue in snapshot.queues.items():
+            old = self._persisted.get(key)
+            dead = queue.base - old.file_base if old is not None else 0
+            if (
+                old is None
+                or queue.base > old.end
+                or queue.end < old.end
+                or (dead >= RECLAIM_ENTRIES and dead > old.end - queue.base)
+            ):
+                file_base, have = queue.base, 0
+            else:
+                file_base, have = old.file_base, old.count
+            states[key] = QueueFileState(queue.base, file_base, queue.end - file_base)
+            if old is not None and file_base == old.file_base and queue.end == old.end:
+                continue
+            created |= old is None or file_base != old.file_base
+            self._append_queue(
+                self._queue_dir / queue_file_name(key, file_base),
+                have,
+                pack_entries(queue, file_base + have, queue.end),
+            )
+        if created:
+            fsync_path(self._queue_dir, directory=True)
+        self._step(STEP_INDEX_QUEUES_WRITTEN)
+        doc = CheckpointDoc(
+            offset=snapshot.offset,
+            dispatched=snapshot.dispatched,
+            history_bucket=snapshot.history_bucket,
+            queues=states,
+            group_offsets=snapshot.group_offsets,
+            group_history=snapshot.group_history,
+            producers=snapshot.producers,
+        )
+        temp = self._checkpoint.with_name(CHECKPOINT_FILE + ".tmp")
+        _write_all(temp, encode_checkpoint_doc(doc), truncate_to=0)
+        temp.replace(self._checkpoint)
+        fsync_path(self.root, directory=True)
+        self._persisted = states
+        self.checkpoint_dispatched = snapshot.dispatched
+        self._step(STEP_INDEX_CHECKPOINT_WRITTEN)
+        self._delete_unreferenced()
+        self._step(STEP_INDEX_OLD_FILES_DELETED)
+
+    def _append_queue(self, path: Path, have: int, data: bytes) -> None:
+        _write_all(path, data, truncate_to=have * ENTRY_SIZE)
+
+    def _delete_unreferenced(self) -> None:
+        if self.root is None or not self._queue_dir.is_dir():
+            return
+        keep = {queue_file_name(key, state.file_base) for key, state in self._persisted.items()}
+        for path in self._queue_dir.iterdir():
+            if path.name not in keep:
+                path.unlink(missing_ok=True)
+
+    def invalidate(self) -> None:
+        """Delete the checkpoint (durably): the next `write` rewrites every queue file."""
+        self._persisted = {}
+        self.checkpoint_dispatched = None
+        if self.root is None or not self._checkpoint.exists():
+            return
+        self._checkpoint.unlink()
+        fsync_path(self.root, directory=True)
+
+
+def _write_all(path: Path, data: bytes, *, truncate_to: int) -> None:
+    """Cut `path` (created if missing) to `truncate_to` bytes, write `data` there, fsync."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.ftruncate(fd, truncate_to)
+        view, position = memoryview(data), truncate_to
+        while view:
+            written = os.pwrite(fd, view, position)
+            view, position = view[written:], position + written
+        os.fsync(fd)
+    finally:
+        os.close(fd)
