@@ -1,13 +1,16 @@
 """`BinaryLinks.drop` after a failed request closes the connection that failed, never one another caller
-opened since (on the one shared connection per broker, that would fail every request in flight on it)."""
+opened since (on the one shared connection per broker, that would fail every request in flight on it);
+request ids never take the connection's id 0."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import aiohttp
 
 from brokergroup.broker.binary_client import BinaryConnection, BinaryLinks
+from brokergroup.broker.protocol import client_frames as cf
 
 
 async def test_a_failure_on_an_old_connection_leaves_the_new_one_open() -> None:
@@ -31,3 +34,27 @@ async def test_a_failure_on_an_old_connection_leaves_the_new_one_open() -> None:
         assert new.transport.is_closing() and links.connections == {} and links.addresses == {}
         for writer in accepted:
             writer.close()
+
+
+async def test_request_ids_wrap_from_2_32_minus_1_to_1_never_to_the_connections_id_0() -> None:
+    seen: list[int] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        decoder = cf.FrameDecoder(max_frame=cf.DEFAULT_MAX_REQUEST)
+        while data := await reader.read(65536):
+            decoder.feed(data)
+            while (raw := decoder.next_frame()) is not cf.NEED_DATA:
+                assert isinstance(raw, cf.RawFrame)
+                seen.append(raw.request_id)
+                writer.write(cf.encode_offset(raw.request_id, len(seen)))
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    async with server:
+        conn = await BinaryConnection.open(f"127.0.0.1:{server.sockets[0].getsockname()[1]}")
+        conn.ids = itertools.count(cf.MAX_REQUEST_ID)  # as after 2^32 - 2 requests on one connection
+        replies = [await conn.request(cf.GetOffset(group="g", topic="t"), timeout=10) for _ in range(3)]
+        conn.close()
+
+    assert seen == [cf.MAX_REQUEST_ID, 1, 2]
+    assert replies == [cf.Offset(1), cf.Offset(2), cf.Offset(3)]
