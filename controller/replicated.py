@@ -255,6 +255,10 @@ def open_journal(raft_dir: Path) -> DurableJournal:
     return DurableJournal(OsDisk(raft_dir), legacy=legacy_journal(raft_dir))
 
 
+PEER_DNS_CACHE_SECONDS = 5.0
+"""How long a peer's resolved address is reused before it is resolved again."""
+
+
 def build_conf(
     settings: ControllerSettings,
     machine: StateMachine,
@@ -284,6 +288,12 @@ def build_conf(
         appendEntriesPeriod=settings.raft.append_entries_period,
         connectionTimeout=max(3.5, settings.raft.max_timeout),
         connectionRetryTime=0.5,
+        # pysyncobj caches a peer's resolved IP for 10 minutes by default, and only the peer with the larger
+        # address connects: a controller pod re-created with a new IP (a rolling restart) was unreachable
+        # for its lower-named peers until their cache expired. Resolve again after a few seconds (CoreDNS
+        # serves pod records with a 5 s TTL).
+        dnsCacheTime=PEER_DNS_CACHE_SECONDS,
+        dnsFailCacheTime=1.0,
         leaderFallbackTimeout=max(3.0, settings.raft.max_timeout * 2),
         bindAddress=f"{host}:{me.raft.rsplit(':', 1)[1]}",
         onStateChanged=on_state_changed,

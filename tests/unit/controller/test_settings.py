@@ -287,3 +287,17 @@ def test_cli_without_a_password_exits_2(capsys: pytest.CaptureFixture[str]) -> N
 def test_cli_missing_config_file_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, err = run_cli(capsys, "--config", str(tmp_path / "absent.toml"), "--insecure-dev")
     assert (code, err) == (2, f"brokergroup controller: config file {tmp_path / 'absent.toml'} does not exist\n")
+
+
+# ---- the Raft configuration built from the settings -------------------------------------------------------
+
+
+def test_peer_addresses_are_resolved_again_within_seconds(tmp_path: Path) -> None:
+    """A controller pod re-created by a rolling restart has a new IP; pysyncobj's default 10-minute DNS cache
+    kept its lower-named peers (the ones that connect to it) on the old one, which cut it off for minutes."""
+    from brokergroup.controller.replicated import PEER_DNS_CACHE_SECONDS, StateMachine, build_conf
+
+    settings = load({**DEV, "data_dir": str(tmp_path / "data")})
+    conf = build_conf(settings, StateMachine(lambda applied: None), on_state_changed=lambda old, new: None)
+    assert conf.dnsCacheTime == PEER_DNS_CACHE_SECONDS <= 5.0
+    assert conf.dnsFailCacheTime <= 1.0
