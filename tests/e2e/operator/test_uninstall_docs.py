@@ -11,44 +11,18 @@ own operator pod does not run (no kubelet in its namespace), which is what `helm
 
 from __future__ import annotations
 
-import re
-import shlex
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.e2e import helmchart
+from tests.e2e.installdocs import run_literally, section_commands
 from tests.e2e.kubeenv import PROJECT_CRDS, Binaries, ControlPlane, eventually
 from tests.e2e.operator.conftest import UNREACHABLE_CONTROLLER, OperatorProcess
 from tests.needs import missing
 
 ROOT = Path(__file__).resolve().parents[3]
-INSTALL_MD = ROOT / "docs" / "install.md"
-
-
-def section_commands(title: str) -> list[str]:
-    """The command lines of the ```bash blocks of install.md's section `## <title>`, in order."""
-    text = INSTALL_MD.read_text()
-    start = text.index(f"\n## {title}\n")
-    end = text.find("\n## ", start + 1)
-    body = text[start : end if end != -1 else None]
-    lines: list[str] = []
-    for block in re.findall(r"```bash\n(.*?)```", body, flags=re.S):
-        lines += [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    return lines
-
-
-def run_literally(plane: ControlPlane, line: str, *, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    """One documented command, with the control plane's kubectl or helm and its admin kubeconfig."""
-    argv = shlex.split(line, comments=True)
-    tools = {"kubectl": plane.kubectl, "helm": plane.helm}
-    assert argv[0] in tools, f"install.md: {line!r} is neither kubectl nor helm"
-    try:
-        return tools[argv[0]](*argv[1:], timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        raise AssertionError(f"install.md: {line!r} did not finish in {timeout} s") from exc
 
 
 @pytest.fixture

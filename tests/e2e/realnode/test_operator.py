@@ -8,27 +8,46 @@ Timings are printed (`-s`); docs/benchmarks.md ("Operator on a real node") recor
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import aiohttp
+import kubernetes
 import pytest
 import yaml
 from kubernetes.dynamic import DynamicClient
 
+from brokergroup.broker.client import Consumer, MasterFinder, Producer
 from tests.e2e.helmchart import CHART
+from tests.e2e.installdocs import run_literally, section_commands, watch_literally
 from tests.e2e.kubeenv import ControlPlane, eventually
+from tests.e2e.operator.convergence import (
+    Phase,
+    came_back,
+    elections,
+    judge,
+    pod_of_dns_address,
+    recording,
+    restarted_as_master,
+)
 from tests.e2e.operator.helpers import brokergroup, get, patch_spec
 from tests.e2e.realnode.node import ROOT, RealNode
 
 RELEASE = "brokergroup"
 OPERATOR_NS = "brokergroup-system"
-NS = "demo"
+NS = "apps"
+"""The namespace of docs/install.md's Install block."""
 BG = "demo"
 SET = f"{BG}-broker-0"
 ROLE = "brokergroup.io/role"
 SET_LABEL = "brokergroup.io/broker-set"
 READY_TIMEOUT = 300
+HEARTBEAT_INTERVAL = 1.0
+"""The brokers' heartbeat interval (controller.heartbeat_interval_ms, default 1000)."""
 
 
 def plane(node: RealNode) -> ControlPlane:
@@ -107,33 +126,34 @@ def wait_ready(dyn: DynamicClient, replicas: int = 3) -> None:
 
 @pytest.fixture(scope="module")
 def release(real_node: RealNode) -> Iterator[float]:
-    """The chart installed and its operator pod Ready: the seconds `helm install --wait` took."""
+    """docs/install.md's Install block, its first two lines run literally (`helm install …`, `kubectl rollout
+    status …`): the seconds until the operator's Deployment rolled out."""
     cp = plane(real_node)
+    install = section_commands("Install")
+    assert install[0].startswith(f"helm install {RELEASE} ") and f"--namespace {OPERATOR_NS}" in install[0], install
     started = time.monotonic()
-    cp.helm(
-        "install",
-        RELEASE,
-        str(CHART),
-        "--namespace",
-        OPERATOR_NS,
-        "--create-namespace",
-        "--wait",
-        "--timeout",
-        "300s",
-        timeout=330,
-    )
+    with contextlib.chdir(ROOT):  # the docs' paths are relative to the checkout
+        run_literally(cp, install[0], timeout=330)
+        run_literally(cp, install[1], timeout=330)
     yield time.monotonic() - started
     cp.helm("uninstall", RELEASE, "--namespace", OPERATOR_NS, "--wait", check=False)
 
 
 @pytest.fixture(scope="module")
 def group(real_node: RealNode, release: float, node_dyn: DynamicClient) -> float:
-    """examples/minimal.yaml applied in namespace demo (restricted Pod Security enforced): seconds to Ready."""
+    """The rest of docs/install.md's Install block, literally: `kubectl create namespace apps`,
+    `kubectl apply -n apps -f examples/minimal.yaml`, then `kubectl get brokergroups -n apps -w` read until it
+    shows the group Ready. One step of the test's own between the first two: the namespace enforces the
+    `restricted` Pod Security Standard. Returns the seconds from the apply to Ready."""
     cp = plane(real_node)
-    cp.kubectl("create", "namespace", NS)
-    cp.kubectl("label", "namespace", NS, "pod-security.kubernetes.io/enforce=restricted")
-    started = time.monotonic()
-    cp.kubectl("apply", "-n", NS, "-f", str(ROOT / "examples" / "minimal.yaml"))
+    create, apply, watch = section_commands("Install")[2:5]
+    with contextlib.chdir(ROOT):
+        run_literally(cp, create)
+        cp.kubectl("label", "namespace", NS, "pod-security.kubernetes.io/enforce=restricted")
+        started = time.monotonic()
+        run_literally(cp, apply)
+        seen = watch_literally(cp, watch, lambda line: line.split()[:2] == [BG, "True"], timeout=READY_TIMEOUT)
+    print("\n" + "\n".join(seen))
     wait_ready(node_dyn)
     return time.monotonic() - started
 
@@ -281,13 +301,112 @@ def test_scale_up_and_pause(real_node: RealNode, group: float, node_dyn: Dynamic
     wait_ready(node_dyn, replicas=3)
 
 
+async def _produce(address: str, acked: list[bytes], stop: threading.Event) -> None:
+    async with aiohttp.ClientSession() as session:
+        producer = Producer(MasterFinder(broker_name=SET, master_address=address), session=session, deadline_s=60)
+        index = 0
+        while not stop.is_set():
+            body = f"rn-{index:06d}".encode()
+            await producer.send("orders", [body])
+            acked.append(body)
+            index += 1
+            await asyncio.sleep(0.05)
+
+
+async def _consume(address: str) -> list[bytes]:
+    async with aiohttp.ClientSession() as session:
+        consumer = Consumer(MasterFinder(broker_name=SET, master_address=address), group="history", session=session)
+        out: list[bytes] = []
+        while batch := await consumer.poll("orders", max_count=256):
+            out.extend(m.body for m in batch)
+        return out
+
+
+def operator_pods(dyn: DynamicClient) -> list[dict[str, Any]]:
+    return pods(dyn, "app.kubernetes.io/name=brokergroup", OPERATOR_NS)
+
+
+@pytest.mark.timeout(1500)
+def test_master_service_follows_failover_with_the_operator_running_paused_stopped_and_uninstalled(
+    real_node: RealNode, group: float, node_api: kubernetes.client.ApiClient, node_dyn: DynamicClient
+) -> None:
+    """Issue 15 on the real node: kubelet, containerd, kube-proxy and the EndpointSlice controller are the real
+    ones. Per phase, kill -9 of the master's container; two watches record every pod change and every
+    EndpointSlice of the master Service; the controller's event feed dates each election (convergence.py)."""
+    cp = plane(real_node)
+    wait_ready(node_dyn)
+    service = get(node_dyn, "v1", "Service", NS, f"{BG}-controller-api") or {}
+    controller = f"{service['spec']['clusterIP']}:9878"
+    master_service = get(node_dyn, "v1", "Service", NS, f"{SET}-master") or {}
+    address = f"{master_service['spec']['clusterIP']}:10911"
+    phases: list[Phase] = []
+    acked: list[bytes] = []
+    stop_producing = threading.Event()
+    with recording(node_api, NS, SET) as record:
+        producer = threading.Thread(target=lambda: asyncio.run(_produce(address, acked, stop_producing)), daemon=True)
+        producer.start()
+        eventually("the producer is acknowledged", lambda: len(acked) >= 5, timeout=60)
+
+        def failover(name: str) -> None:
+            history = elections([controller], SET, pod_of_dns_address)
+            master = history[-1][1]
+            killed_at = time.time()
+            real_node.kill_container(NS, master, "broker")
+            eventually(
+                f"{name}: a new master elected",
+                lambda: (h := elections([controller], SET, pod_of_dns_address)) and h[-1][0] > killed_at,
+                timeout=60,
+            )
+            back = f"{name}: {master} restarted and Ready"
+            eventually(back, lambda: came_back(record, master, killed_at), timeout=120)
+            count = len(acked)
+            eventually(f"{name}: writes go on", lambda: len(acked) >= count + 5, timeout=60)
+            history = elections([controller], SET, pod_of_dns_address)
+            phases.append(judge(name, record, history, master, killed_at, time.time()))
+            stale = restarted_as_master(record, history, master, killed_at)
+            assert stale == [], f"{name}: {master} was Ready with role=master while not the master: {stale[:3]}"
+
+        failover("running")
+        cp.kubectl("annotate", "-n", NS, "bg", BG, "brokergroup.io/pause-reconciliation=true")
+        eventually("phase Paused", lambda: phase(node_dyn) == "Paused", timeout=60)
+        failover("paused")
+        cp.kubectl("scale", "-n", OPERATOR_NS, f"deployment/{RELEASE}", "--replicas=0")
+        eventually("the operator pod gone", lambda: not operator_pods(node_dyn), timeout=120)
+        failover("stopped")
+        cp.helm("uninstall", RELEASE, "--namespace", OPERATOR_NS, "--wait", "--timeout", "120s", timeout=150)
+        left = cp.kubectl("get", "deployment", RELEASE, "-n", OPERATOR_NS, "--ignore-not-found", "-o", "name")
+        assert left.stdout.strip() == "", left.stdout
+        failover("uninstalled")
+        stop_producing.set()
+        producer.join(timeout=90)
+    consumed = asyncio.run(_consume(address))
+    lost = sorted(set(acked) - set(consumed))
+    assert lost == [], f"acknowledged and lost: {lost[:5]} ({len(lost)})"
+    assert len(consumed) == len(set(consumed)), "duplicates in the log"
+    for done in phases:
+        print(
+            f"\n{done.name}: kill -9 {done.killed} -> Service on {done.elected} {done.new_master_seconds:.3f} s "
+            f"after the election; longest non-master selection {done.wrong_seconds:.3f} s"
+        )
+    print(f"history: {len(acked)} acknowledged, {len(consumed)} consumed, none lost")
+    # The operator back, as the next test expects it (it deletes the group through the operator's finalizer).
+    cp.helm(
+        "install", RELEASE, str(CHART), "--namespace", OPERATOR_NS, "--wait", "--timeout", "300s", timeout=330
+    )  # fmt: skip
+    cp.kubectl("annotate", "-n", NS, "bg", BG, "brokergroup.io/pause-reconciliation-")
+    wait_ready(node_dyn)
+    for done in phases:
+        assert done.wrong_seconds <= HEARTBEAT_INTERVAL, done
+        assert done.new_master_seconds <= 1.0, done
+
+
 def test_delete_removes_the_group_and_uninstall_the_operator(
     real_node: RealNode, group: float, node_dyn: DynamicClient
 ) -> None:
     cp = plane(real_node)
     cp.kubectl("delete", "-n", NS, "bg", BG, "--wait=true", "--timeout=120s", timeout=150)
     eventually(
-        "every pod of the group gone", lambda: not pods(node_dyn, "app.kubernetes.io/instance=demo"), timeout=180
+        "every pod of the group gone", lambda: not pods(node_dyn, f"app.kubernetes.io/instance={BG}"), timeout=180
     )
     leftovers = yaml.safe_load(cp.kubectl("get", "-n", NS, "statefulsets,services,configmaps", "-o", "yaml").stdout)
     assert [i["metadata"]["name"] for i in leftovers["items"] if i["kind"] != "ConfigMap"] == []
