@@ -31,8 +31,11 @@ Invariants:
 
 `snapshot()` captures the indexes at a record boundary (`IndexSnapshot.offset`: everything before
 it appended and dispatched, nothing after it) and `from_snapshot` + `replay` rebuild them from there:
-the result equals a rescan of the whole log (a property test checks it). The snapshot is what the
-index checkpoint persists (index_files.py) and what a truncation of the undispatched tail rewinds to.
+the result equals a rescan of the whole log (a property test checks it), except that the producer
+table may remember less: a producer evicted, or a sequence's position pushed out of its window, by
+appends after the snapshot's offset stays forgotten if those appends are truncated away (the
+bounded table's usual consequence: such a retry is stored again). The snapshot is what the index
+checkpoint persists (index_files.py) and what a truncation of the undispatched tail rewinds to.
 """
 
 from __future__ import annotations
@@ -152,6 +155,13 @@ class ProducerTable:
             elif not producer.recent:
                 found[producer_id] = producer.last_seq
         return found
+
+    def forget_before(self, offset: int) -> None:
+        """Forget where sequences landed before `offset` (retention deleted them); the last
+        sequences stay, as a rescan from the head state would have them."""
+        for producer in self._producers.values():
+            while producer.recent and next(iter(producer.recent.values())).commit_offset < offset:
+                producer.recent.popitem(last=False)
 
     def record(self, producer_id: int, producer_seq: int, appended: Appended) -> None:
         producer = self._producers.get(producer_id)
@@ -334,7 +344,7 @@ class StoreIndexes:
         consume queues' arrays are shared, not copied (cheap; write them out before appending
         more). Producers keep only what was appended before that offset (see the module docstring)."""
         offset = self._pending[0][0].offset if self._pending else self._appended_offset
-        producers: list[ProducerState] = []
+        producers: list[tuple[int, ProducerState]] = []  # (last position before `offset`, state)
         for producer_id, producer in self.producers._producers.items():
             recent = tuple(
                 (seq, a.commit_offset, a.size, a.queue_offset if a.queue_offset is not None else -1)
@@ -342,9 +352,11 @@ class StoreIndexes:
                 if a.commit_offset < offset
             )
             if recent:
-                producers.append(ProducerState(producer_id, max(seq for seq, *_ in recent), recent))
+                state = ProducerState(producer_id, max(seq for seq, *_ in recent), recent)
+                producers.append((max(position for _, position, *_ in recent), state))
             elif not producer.recent:
-                producers.append(ProducerState(producer_id, producer.last_seq, ()))
+                producers.append((-1, ProducerState(producer_id, producer.last_seq, ())))
+        producers.sort(key=lambda item: item[0])  # least recently appended-to as of `offset` first (stable)
         return IndexSnapshot(
             offset=offset,
             dispatched=self._dispatched_offset,
@@ -352,7 +364,7 @@ class StoreIndexes:
             queues={key: QueueState(q.base, q.offsets, q.sizes) for key, q in self._queues.items()},
             group_offsets=dict(self._group_offsets),
             group_history={key: list(history) for key, history in self._group_history.items()},
-            producers=tuple(producers),
+            producers=tuple(state for _, state in producers),
         )
 
     # -- append stage
@@ -458,7 +470,9 @@ class StoreIndexes:
         return HeadState(min_offset, bases, groups, self.producers.last_seqs_before(min_offset))
 
     def cut_head(self, head: HeadState) -> None:
-        """Forget the consume-queue entries and group-offset history before `head.min_offset`."""
+        """Forget the consume-queue entries, group-offset history and producers' positions before
+        `head.min_offset`."""
+        self.producers.forget_before(head.min_offset)
         for key, base in head.queue_bases.items():
             queue = self._queues.get(key)
             if queue is None:  # a snapshot taken before the queue's first message (as the constructor)
