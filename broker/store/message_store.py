@@ -44,8 +44,22 @@ A full disk (diskspace.py): puts are refused with `DiskFullError` before anythin
 while free space is below `min_free_disk_bytes`; a write that fails anyway (ENOSPC) is undone
 by the log and reported the same way. Replicated appends are not refused by the threshold.
 
-Costs: opening and `truncate` rescan the whole log to rebuild the indexes (O(log size); truncation
-happens only on a role change or a slave's re-handshake). The confirm checkpoint is written at
+Persisted indexes (index_files.py, `index/`): every `index_checkpoint_interval_s` (5 s) while the
+confirm offset moves, before retention deletes segments, and at `close()`, the indexes are
+checkpointed (after the confirm checkpoint, so the index checkpoint never covers more than the
+persisted confirm offset). Opening loads the latest checkpoint and replays the log after it; a
+missing, damaged or stale one (offset outside the log, dispatched beyond the confirm offset, another
+segment size) is deleted and the whole log rescanned, with one warning. `truncate` at or above the
+dispatch watermark rewinds the in-memory indexes to it (`StoreIndexes.snapshot`) and replays the
+cut log's undispatched rest; below it, the checkpoint is deleted first if it covers the cut, and the
+indexes come from the checkpoint (or a rescan). `seed` and a slave's rebase delete it before the log
+restarts elsewhere.
+
+Costs: opening and `truncate` replay the log after the index checkpoint (bounded by what 5 s of
+writes add, or nothing after a clean close) plus loading 16 bytes per retained message from the queue
+files; a fallback rescan is O(log size). Checkpoint writes run on the caller's thread (the event loop):
+they append only the queue entries dispatched since the previous write, with one fsync per queue
+file that grew. The confirm checkpoint is written at
 most every 200 ms by `set_confirm_offset` (plus `flush_checkpoint()`, `flush()`, `close()`); after
 a crash it may lag, which only delays visibility until replication confirms again.
 """
@@ -285,8 +299,11 @@ class MessageStore:
         """Persist the indexes now (index_files.py): the confirm offset first, so that the
         checkpoint never covers more than the persisted confirm offset."""
         self.flush_checkpoint()
-        self._index_files.write(self._indexes.snapshot())
         self._last_index_write = self._clock()
+        try:
+            self._index_files.write(self._indexes.snapshot())
+        except OSError as error:  # a full disk: the previous checkpoint stays valid, the next write retries
+            logger.warning("index checkpoint not written (the previous one stays in use): %s", error)
 
     def _rebuild(self) -> StoreIndexes:
         return StoreIndexes.rebuild(

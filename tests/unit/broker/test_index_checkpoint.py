@@ -370,3 +370,27 @@ def test_recovery_from_a_checkpoint_equals_a_full_rescan(ops: list[tuple[str, An
                 assert index_state(store._indexes) == rescanned(store), op
         finally:
             store.close()
+
+
+def test_a_checkpoint_write_failing_for_lack_of_space_keeps_the_store_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = open_store(tmp_path)
+    fill(store, 40)
+    store.write_index_checkpoint()
+    fill(store, 20, start=40)
+    expected = index_state(store._indexes)
+
+    def no_space(*_args: object, **_kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(index_files, "_write_all", no_space)
+    with caplog.at_level(logging.WARNING, logger=message_store.__name__):
+        store.write_index_checkpoint()
+    assert any("index checkpoint not written" in r.getMessage() for r in caplog.records)
+    fill(store, 5, start=60)  # puts go on
+    monkeypatch.undo()
+    # kill -9: the older checkpoint is still good
+    with closing(open_store(tmp_path)) as reopened:
+        assert index_state(reopened._indexes) == rescanned(reopened)
+        assert reopened.queue_max_offset("orders", 0) == (expected["next"][("orders", 0)] + 2)  # type: ignore[index]
