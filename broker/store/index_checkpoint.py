@@ -1,7 +1,7 @@
 """The index checkpoint's format (pure): the indexes at a log offset, minus the consume-queue entries.
 
-The consume-queue entries live in one append-only file per queue (index_files.py); this document
-says how many of each file's entries are valid and everything else the indexes hold (small: a few
+The consume-queue entries live in append-only files, two columns per queue (index_files.py); this
+document says how many of each queue's entries are valid and everything else the indexes hold (small: a few
 values per queue, group and producer). File format, like head.py ('\\n' the only separator)::
 
     <crc32>\\n     zlib CRC-32 of the JSON line below, newline included, decimal
@@ -11,7 +11,7 @@ values per queue, group and producer). File format, like head.py ('\\n' the only
                    "history": [[group, topic, queueId, [[recordOffset, value], ...]], ...],
                    "producers": [[id, lastSeq, [[seq, commitOffset, size, queueOffset], ...]], ...]}
 
-A queue's file holds the entries of queue offsets `[fileBase, fileBase + count)` (more bytes after
+A queue's files hold the entries of queue offsets `[fileBase, fileBase + count)` (more bytes after
 them are a torn or unreferenced write); the queue's live entries are `[base, fileBase + count)`
 (`base >= fileBase`: retention raised it, the file's head is reclaimed when the file is rewritten).
 `decode_checkpoint` raises ValueError or TypeError naming what is wrong.
@@ -29,7 +29,7 @@ from brokergroup.broker.store.indexes import ProducerState, QueueKey
 VERSION: Final = 1
 INT64_MAX: Final = 2**63 - 1
 ENTRY_SIZE: Final = 16
-"""Bytes of one consume-queue entry in a queue file: commit offset, size (little-endian int64 each)."""
+"""Bytes of one consume-queue entry: its commit offset and size, a little-endian int64 in each column file."""
 
 
 @dataclass(frozen=True, slots=True)

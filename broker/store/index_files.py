@@ -3,17 +3,19 @@ replays only the log written since the last checkpoint instead of rescanning all
 
 Why this design: the consume path needs every queue's `queue offset -> (commit offset, size)`
 entries, which grow with the log; a checkpoint holding them all would be O(log) to write every
-time. So, as RocketMQ's consume queues, each queue's entries go to an append-only file of fixed
-16-byte entries (`index/cq/<topic hex>.<queueId>.<fileBase>`, little-endian commit offset and size),
-and each checkpoint appends only the entries dispatched since the previous one. The checkpoint file
+time. So, as RocketMQ's consume queues, each queue's entries go to append-only files, one per column
+(`index/cq/<topic hex>.<queueId>.<fileBase>.offsets` and `.sizes`, 8-byte little-endian integers: an
+entry is 16 bytes), and each checkpoint appends only the entries dispatched since the previous one.
+Columns rather than RocketMQ's interleaved entries: each loads with one `array.fromfile` (50M entries
+in about 0.5 s here, against 1.8 s to split interleaved ones). The checkpoint file
 (`index/index.checkpoint`, index_checkpoint.py) is small: the log offset it describes, how many
 entries of each queue file are valid, group offsets (with their per-segment history), and the
-producer table. Loading is one read per queue file into an array (a copy of 16 bytes per retained
+producer table. Loading is one read per column file into an array (a copy of 16 bytes per retained
 message, no record decoding) plus a replay of the log after the checkpoint's offset.
 
 A write (`IndexFiles.write`), each step safe to interrupt with kill -9 or a power loss:
 
-1. each queue file is cut to its checkpointed length (a torn earlier write) and the new entries are
+1. each queue's column files are cut to their checkpointed length (a torn earlier write) and the new entries are
    appended, then fsynced (a new file's folder too) - the old checkpoint still reads its prefix;
 2. the checkpoint is written to `index.checkpoint.tmp`, fsynced, renamed, the folder fsynced;
 3. queue files no longer referenced are deleted (after retention raised a queue's base far enough,
@@ -62,31 +64,42 @@ def _no_step(_step: str) -> None:
     pass
 
 
-def queue_file_name(key: QueueKey, file_base: int) -> str:
+COLUMNS: Final = ("offsets", "sizes")
+COLUMN_SIZE: Final = ENTRY_SIZE // len(COLUMNS)
+
+
+def queue_file_names(key: QueueKey, file_base: int) -> tuple[str, str]:
+    """The queue's column files (commit offsets, sizes) holding its entries from `file_base` on."""
     topic, queue_id = key
-    return f"{topic.encode().hex()}.{queue_id}.{file_base}"
+    stem = f"{topic.encode().hex()}.{queue_id}.{file_base}"
+    return f"{stem}.{COLUMNS[0]}", f"{stem}.{COLUMNS[1]}"
 
 
-def pack_entries(queue: QueueState, first: int, stop: int) -> bytes:
-    """The file bytes of the queue's entries with queue offsets `[first, stop)`."""
+def _column_bytes(column: array[int]) -> bytes:
+    if sys.byteorder == "big":
+        column = array("q", column)
+        column.byteswap()
+    return column.tobytes()
+
+
+def pack_entries(queue: QueueState, first: int, stop: int) -> tuple[bytes, bytes]:
+    """The column files' bytes of the queue's entries with queue offsets `[first, stop)`."""
     low, high = first - queue.base, stop - queue.base
-    packed = array("q", bytes(ENTRY_SIZE * (high - low)))
-    packed[0::2] = queue.offsets[low:high]
-    packed[1::2] = queue.sizes[low:high]
-    if sys.byteorder == "big":
-        packed.byteswap()
-    return packed.tobytes()
+    return _column_bytes(queue.offsets[low:high]), _column_bytes(queue.sizes[low:high])
 
 
-def unpack_entries(data: bytes, base: int, file_base: int) -> QueueState:
-    """The queue from a file's valid bytes (entries from `file_base`), from queue offset `base` on."""
-    entries = array("q")
-    entries.frombytes(data)
+def read_column(path: Path, count: int) -> array[int]:
+    """The first `count` integers of a column file; ValueError if it holds fewer."""
+    column = array("q")
+    if count:
+        with path.open("rb") as file:
+            try:
+                column.fromfile(file, count)
+            except EOFError:
+                raise ValueError(f"{path} holds {len(column)} entries, the checkpoint needs {count}") from None
     if sys.byteorder == "big":
-        entries.byteswap()
-    offsets, sizes = entries[0::2], entries[1::2]
-    del offsets[: base - file_base], sizes[: base - file_base]
-    return QueueState(base, offsets, sizes)
+        column.byteswap()
+    return column
 
 
 class IndexFiles:
@@ -138,15 +151,9 @@ class IndexFiles:
         return snapshot, ""
 
     def _read_queue(self, key: QueueKey, state: QueueFileState) -> QueueState:
-        path = self._queue_dir / queue_file_name(key, state.file_base)
-        want = state.count * ENTRY_SIZE
-        if want == 0:
-            return unpack_entries(b"", state.base, state.file_base)
-        with path.open("rb") as file:
-            data = file.read(want)
-        if len(data) != want:
-            raise ValueError(f"{path} holds {len(data)} bytes, the checkpoint needs {want}")
-        return unpack_entries(data, state.base, state.file_base)
+        offsets, sizes = (read_column(self._queue_dir / n, state.count) for n in queue_file_names(key, state.file_base))
+        del offsets[: state.base - state.file_base], sizes[: state.base - state.file_base]
+        return QueueState(state.base, offsets, sizes)
 
     def write(self, snapshot: IndexSnapshot) -> None:
         """Persist `snapshot` (module docstring: append new entries, then the checkpoint)."""
@@ -171,11 +178,10 @@ class IndexFiles:
             if old is not None and file_base == old.file_base and queue.end == old.end:
                 continue
             created |= old is None or file_base != old.file_base
-            self._append_queue(
-                self._queue_dir / queue_file_name(key, file_base),
-                have,
-                pack_entries(queue, file_base + have, queue.end),
-            )
+            for name, data in zip(
+                queue_file_names(key, file_base), pack_entries(queue, file_base + have, queue.end), strict=True
+            ):
+                _write_all(self._queue_dir / name, data, truncate_to=have * COLUMN_SIZE)
         if created:
             fsync_path(self._queue_dir, directory=True)
         self._step(STEP_INDEX_QUEUES_WRITTEN)
@@ -198,13 +204,10 @@ class IndexFiles:
         self._delete_unreferenced()
         self._step(STEP_INDEX_OLD_FILES_DELETED)
 
-    def _append_queue(self, path: Path, have: int, data: bytes) -> None:
-        _write_all(path, data, truncate_to=have * ENTRY_SIZE)
-
     def _delete_unreferenced(self) -> None:
         if self.root is None or not self._queue_dir.is_dir():
             return
-        keep = {queue_file_name(key, state.file_base) for key, state in self._persisted.items()}
+        keep = {name for key, state in self._persisted.items() for name in queue_file_names(key, state.file_base)}
         for path in self._queue_dir.iterdir():
             if path.name not in keep:
                 path.unlink(missing_ok=True)
