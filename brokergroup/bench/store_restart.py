@@ -11,6 +11,9 @@ through the store API in a temporary folder (or `--dir`), closes it, then measur
 - `open_after_retention_s`: the same open once retention deleted all segments but the last two.
 
 Prints one JSON object. Each phase runs in this process; CPU seconds are this process's.
+
+`--index-only` skips the store: it writes N consume-queue entries (16 queues) with `IndexFiles.write`
+and times `IndexFiles.load`, the queue files' share of an open at a size (50M) too slow to fill here.
 """
 
 from __future__ import annotations
@@ -23,11 +26,14 @@ import shutil
 import sys
 import tempfile
 import time
+from array import array
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 from brokergroup.broker.settings import StoreSettings
+from brokergroup.broker.store.index_files import IndexFiles
+from brokergroup.broker.store.indexes import IndexSnapshot, QueueState
 from brokergroup.broker.store.message_store import COMMITLOG_DIR, MessageStore
 from brokergroup.broker.store.segments import CommitLog
 from brokergroup.broker.store.types import Message
@@ -101,10 +107,35 @@ def run(directory: Path, messages: int, divergent: int) -> dict[str, Any]:
     return result
 
 
+def run_index_only(directory: Path, messages: int) -> dict[str, Any]:
+    per_queue = [messages // QUEUES + (q < messages % QUEUES) for q in range(QUEUES)]
+    queues = {("bench", q): QueueState(0, array("q", range(n)), array("q", [162]) * n) for q, n in enumerate(per_queue)}
+    snapshot = IndexSnapshot(
+        offset=0, dispatched=0, history_bucket=1, queues=queues, group_offsets={}, group_history={}, producers=()
+    )
+    started = time.perf_counter()
+    IndexFiles(directory).write(snapshot)
+    write_s = time.perf_counter() - started
+    del snapshot, queues
+    started, cpu = time.perf_counter(), cpu_s()
+    loaded, why = IndexFiles(directory).load()
+    if loaded is None:
+        raise RuntimeError(f"the index just written does not load: {why}")
+    return {
+        "messages": messages,
+        "index_write_s": round(write_s, 3),
+        "index_load_s": round(time.perf_counter() - started, 3),
+        "index_load_cpu_s": round(cpu_s() - cpu, 3),
+        "loaded_entries": sum(len(q.offsets) for q in loaded.queues.values()),
+        "loadavg": os.getloadavg(),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m brokergroup.bench.store_restart", description=__doc__)
     parser.add_argument("--messages", type=int, default=1_000_000, help="messages in the log (default 1M)")
     parser.add_argument("--divergent", type=int, default=1000, help="messages of the divergent tail (default 1000)")
+    parser.add_argument("--index-only", action="store_true", help="time only loading N queue entries (docstring)")
     parser.add_argument("--dir", type=Path, help="an empty folder for the store (default: a temporary one)")
     args = parser.parse_args(argv)
     if args.messages < 1 or args.divergent < 1:
@@ -113,7 +144,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--dir {args.dir} is not empty")
     directory = args.dir or Path(tempfile.mkdtemp(prefix="bg-store-restart-"))
     try:
-        print(json.dumps(run(directory, args.messages, args.divergent)))
+        if args.index_only:
+            print(json.dumps(run_index_only(directory, args.messages)))
+        else:
+            print(json.dumps(run(directory, args.messages, args.divergent)))
     finally:
         if args.dir is None:
             shutil.rmtree(directory, ignore_errors=True)
