@@ -9,6 +9,8 @@
 - `put_plan`: validation, encoding and deduplication of a put (pure);
 - `checkpoint`: the confirm-offset checkpoint file;
 - `head`: the head-state file (what segments deleted by retention leave behind);
+- `index_checkpoint`, `index_files`: the persisted indexes (per-queue consume-queue files and the
+  index checkpoint), so opening replays only the log after the last checkpoint;
 - `retention`: which head segments retention may delete (pure);
 - `diskspace`: the free-space check that refuses puts on a (nearly) full disk;
 - `message_store`: `MessageStore`, the store replication and the client API work against;

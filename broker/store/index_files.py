@@ -5,7 +5,8 @@ Why this design: the consume path needs every queue's `queue offset -> (commit o
 entries, which grow with the log; a checkpoint holding them all would be O(log) to write every
 time. So, as RocketMQ's consume queues, each queue's entries go to append-only files, one per column
 (`index/cq/<topic hex>.<queueId>.<fileBase>.offsets` and `.sizes`, 8-byte little-endian integers: an
-entry is 16 bytes), and each checkpoint appends only the entries dispatched since the previous one.
+entry is 16 bytes; a topic over 64 bytes is named `h<sha-256 hex>` instead, as a file name holds at
+most 255 bytes), and each checkpoint appends only the entries dispatched since the previous one.
 Columns rather than RocketMQ's interleaved entries: each loads with one `array.fromfile` (50M entries
 in about 0.5 s here, against 1.8 s to split interleaved ones). The checkpoint file
 (`index/index.checkpoint`, index_checkpoint.py) is small: the log offset it describes, how many
@@ -30,6 +31,7 @@ checkpoint is never fatal: the store logs one line and rescans the whole log (me
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import sys
@@ -71,7 +73,10 @@ COLUMN_SIZE: Final = ENTRY_SIZE // len(COLUMNS)
 def queue_file_names(key: QueueKey, file_base: int) -> tuple[str, str]:
     """The queue's column files (commit offsets, sizes) holding its entries from `file_base` on."""
     topic, queue_id = key
-    stem = f"{topic.encode().hex()}.{queue_id}.{file_base}"
+    raw = topic.encode()
+    # a file name has at most 255 bytes: topics of up to 127 bytes would not fit in hex
+    name = raw.hex() if len(raw) <= 64 else "h" + hashlib.sha256(raw).hexdigest()
+    stem = f"{name}.{queue_id}.{file_base}"
     return f"{stem}.{COLUMNS[0]}", f"{stem}.{COLUMNS[1]}"
 
 

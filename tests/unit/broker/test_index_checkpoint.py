@@ -394,3 +394,17 @@ def test_a_checkpoint_write_failing_for_lack_of_space_keeps_the_store_running(
     with closing(open_store(tmp_path)) as reopened:
         assert index_state(reopened._indexes) == rescanned(reopened)
         assert reopened.queue_max_offset("orders", 0) == (expected["next"][("orders", 0)] + 2)  # type: ignore[index]
+
+
+def test_queues_of_the_longest_topics_persist(tmp_path: Path, scans: list[int]) -> None:
+    topics = ["t" * 127, "\u00e9" * 63, "x"]  # 127 bytes (the limit), 126 bytes of utf-8, 1 byte
+    with closing(open_store(tmp_path)) as store:
+        for i in range(30):
+            store.put_messages([msg(b"b%d" % i, topic=topics[i % 3], queue_id=i % 2)], now_ms=1)
+        store.set_confirm_offset(store.max_offset)
+        expected = index_state(store._indexes)
+    scans.clear()
+    with closing(open_store(tmp_path)) as reopened:
+        assert scans == [reopened.max_offset]  # loaded, not rescanned
+        assert index_state(reopened._indexes) == expected
+        assert reopened.get_messages(topics[0], 1, 0, max_count=10, max_bytes=10**6)[-1].body == b"b27"
