@@ -44,16 +44,16 @@ A full disk (diskspace.py): puts are refused with `DiskFullError` before anythin
 while free space is below `min_free_disk_bytes`; a write that fails anyway (ENOSPC) is undone
 by the log and reported the same way. Replicated appends are not refused by the threshold.
 
-Persisted indexes (index_files.py, `index/`): every `index_checkpoint_interval_s` (5 s) while the
-confirm offset moves, before retention deletes segments, and at `close()`, the indexes are
-checkpointed (after the confirm checkpoint, so the index checkpoint never covers more than the
-persisted confirm offset). Opening loads the latest checkpoint and replays the log after it; a
-missing, damaged or stale one (offset outside the log, dispatched beyond the confirm offset, another
-segment size) is deleted and the whole log rescanned, with one warning. `truncate` at or above the
-dispatch watermark rewinds the in-memory indexes to it (`StoreIndexes.snapshot`) and replays the
-cut log's undispatched rest; below it, the checkpoint is deleted first if it covers the cut, and the
-indexes come from the checkpoint (or a rescan). `seed` and a slave's rebase delete it before the log
-restarts elsewhere.
+Persisted indexes (index_files.py, `index/`): every `index_checkpoint_interval_s` (5 s, or 20 times
+as long as the last write took, whichever is longer) while the confirm offset moves, before
+retention deletes segments, and at `close()`, the indexes are checkpointed (after the confirm
+checkpoint, so the index checkpoint never covers more than the persisted confirm offset). Opening
+loads the latest checkpoint and replays the log after it; a missing, damaged or stale one (offset
+outside the log, dispatched beyond the confirm offset, another segment size) is deleted and the
+whole log rescanned, with one warning. `truncate` at or above the dispatch watermark rewinds the
+in-memory indexes to it (`StoreIndexes.snapshot`) and replays the cut log's undispatched rest; below
+it, the checkpoint is deleted first if it covers the cut, and the indexes come from the checkpoint
+(or a rescan). `seed` and a slave's rebase delete it before the log restarts elsewhere.
 
 Costs: opening and `truncate` replay the log after the index checkpoint (bounded by what 5 s of
 writes add, or nothing after a clean close) plus loading 16 bytes per retained message from the queue
@@ -104,6 +104,8 @@ CONFIRM_FILE: Final = "confirm.checkpoint"
 HEAD_FILE: Final = "head.state"
 INDEX_DIR: Final = "index"
 INDEX_CHECKPOINT_INTERVAL_S: Final = 5.0
+INDEX_CHECKPOINT_COST_FACTOR: Final = 20
+"""A periodic index checkpoint waits at least this many times as long as the last one took."""
 STEP_HEAD_WRITTEN: Final = "retention:head-written"
 STEP_EPOCHS_CUT: Final = "retention:epochs-cut"
 STEP_SEED_HEAD_WRITTEN: Final = "seed:head-written"
@@ -194,6 +196,7 @@ class MessageStore:
         self._last_persist = clock()
         self._index_files = index_files or IndexFiles(None)
         self._index_interval = index_checkpoint_interval_s
+        self._index_wait = index_checkpoint_interval_s
         self._last_index_write = clock()
         self._indexes = self._open_indexes()
 
@@ -299,11 +302,15 @@ class MessageStore:
         """Persist the indexes now (index_files.py): the confirm offset first, so that the
         checkpoint never covers more than the persisted confirm offset."""
         self.flush_checkpoint()
-        self._last_index_write = self._clock()
+        started = time.perf_counter()
         try:
             self._index_files.write(self._indexes.snapshot())
         except OSError as error:  # a full disk: the previous checkpoint stays valid, the next write retries
             logger.warning("index checkpoint not written (the previous one stays in use): %s", error)
+        took = time.perf_counter() - started
+        # the writes run on the caller's thread: at most ~5 % of it, whatever a write costs
+        self._index_wait = max(self._index_interval, INDEX_CHECKPOINT_COST_FACTOR * took)
+        self._last_index_write = self._clock()
 
     def _rebuild(self) -> StoreIndexes:
         return StoreIndexes.rebuild(
@@ -387,7 +394,7 @@ class MessageStore:
         self._indexes.dispatch(offset)
         if self._clock() - self._last_persist >= CHECKPOINT_INTERVAL_S:
             self.flush_checkpoint()
-        if self._clock() - self._last_index_write >= self._index_interval:
+        if self._clock() - self._last_index_write >= self._index_wait:
             self.write_index_checkpoint()
 
     def flush_checkpoint(self) -> None:

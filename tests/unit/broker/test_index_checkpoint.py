@@ -408,3 +408,36 @@ def test_queues_of_the_longest_topics_persist(tmp_path: Path, scans: list[int]) 
         assert scans == [reopened.max_offset]  # loaded, not rescanned
         assert index_state(reopened._indexes) == expected
         assert reopened.get_messages(topics[0], 1, 0, max_count=10, max_bytes=10**6)[-1].body == b"b27"
+
+
+def test_periodic_checkpoints_follow_the_confirm_offset_and_back_off_when_a_write_is_slow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    store = MessageStore.open(tmp_path, SETTINGS, clock=clock, index_checkpoint_interval_s=5.0)
+    written: list[int] = []
+    real_write = index_files.IndexFiles.write
+
+    def recording_write(self: index_files.IndexFiles, snapshot: Any) -> None:
+        written.append(snapshot.offset)
+        real_write(self, snapshot)
+
+    monkeypatch.setattr(index_files.IndexFiles, "write", recording_write)
+    fill(store, 10)
+    assert written == []  # not before 5 s
+    clock.now = 5.0
+    fill(store, 10, start=10)
+    assert written == [store.max_offset]
+    with monkeypatch.context() as slow:
+        ticks = iter([0.0, 1.0])  # the next write seems to take 1 s: the one after waits 20 s
+        slow.setattr("brokergroup.broker.store.message_store.time.perf_counter", lambda: next(ticks))
+        clock.now = 10.0
+        fill(store, 10, start=20)
+    assert len(written) == 2
+    clock.now = 25.0
+    fill(store, 10, start=30)
+    assert len(written) == 2
+    clock.now = 30.0
+    fill(store, 10, start=40)
+    assert len(written) == 3 and written[-1] == store.max_offset
+    store.close()
