@@ -18,17 +18,16 @@ one raises `CorruptLogError`: guessing would renumber queues.
 
 from __future__ import annotations
 
-import json
 import os
-import zlib
 from pathlib import Path
-from typing import Any, Final
 
 from brokergroup.broker.errors import CorruptLogError
+from brokergroup.broker.store import crcjson
+from brokergroup.broker.store.crcjson import integer as _int
+from brokergroup.broker.store.crcjson import rows as _rows
+from brokergroup.broker.store.crcjson import string as _str
 from brokergroup.broker.store.indexes import HeadState
 from brokergroup.common.durable import fsync_path
-
-INT64_MAX: Final = 2**63 - 1
 
 
 def encode_head(head: HeadState) -> bytes:
@@ -38,54 +37,22 @@ def encode_head(head: HeadState) -> bytes:
         "groups": [[g, t, q, offset] for (g, t, q), offset in sorted(head.group_offsets.items())],
         "producers": [[producer_id, seq] for producer_id, seq in head.producers.items()],
     }
-    line = json.dumps(document, separators=(",", ":"), ensure_ascii=True).encode() + b"\n"
-    return b"%d\n" % zlib.crc32(line) + line
-
-
-def _int(value: Any, what: str, low: int = -1) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= INT64_MAX:
-        raise ValueError(f"{what} must be an integer in [{low}, {INT64_MAX}], not {value!r}")
-    return value
-
-
-def _str(value: Any, what: str) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{what} must be a string, not {value!r}")
-    return value
-
-
-def _rows(document: dict[str, Any], key: str, width: int) -> list[list[Any]]:
-    """`document[key]`: a list of lists of `width` items each."""
-    if key not in document:
-        raise ValueError(f"the JSON object has no {key!r}")
-    rows = document[key]
-    if not isinstance(rows, list):
-        raise TypeError(f"{key!r} must be a list, not {rows!r}")
-    for index, row in enumerate(rows):
-        if not isinstance(row, list) or len(row) != width:
-            raise ValueError(f"{key}[{index}] must be a list of {width} items, not {row!r}")
-    return rows
+    return crcjson.encode(document)
 
 
 def decode_head(data: bytes) -> HeadState:
     """The head state in `data`; raises ValueError or TypeError naming what is wrong."""
-    crc_line, sep, line = data.partition(b"\n")
-    if not sep or not crc_line.isdigit() or not line.endswith(b"\n") or line.count(b"\n") != 1:
-        raise ValueError("expected two lines: <crc32> and <json>")
-    if zlib.crc32(line) != int(crc_line):
-        raise ValueError(f"crc32 mismatch: stored {int(crc_line)}, computed {zlib.crc32(line)}")
-    try:
-        document = json.loads(line)
-    except ValueError as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        raise ValueError(f"the JSON line does not parse: {error}") from None
-    if not isinstance(document, dict):
-        raise TypeError("the JSON line is not an object")
+    document = crcjson.decode(data)
     queues = {
         (_str(t, "queue topic"), _int(q, "queueId", 0)): _int(b, "queue base", 0)
         for t, q, b in _rows(document, "queues", 3)
     }
     groups = {
-        (_str(g, "group"), _str(t, "group topic"), _int(q, "group queueId", 0)): _int(o, "group offset")
+        (
+            _str(g, "group"),
+            _str(t, "group topic"),
+            _int(q, "group queueId", 0),
+        ): _int(o, "group offset")
         for g, t, q, o in _rows(document, "groups", 4)
     }
     producers = {_int(p, "producer id", 0): _int(s, "producer seq") for p, s in _rows(document, "producers", 2)}

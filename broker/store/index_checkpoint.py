@@ -19,15 +19,17 @@ them are a torn or unreferenced write); the queue's live entries are `[base, fil
 
 from __future__ import annotations
 
-import json
-import zlib
 from dataclasses import dataclass
 from typing import Any, Final
 
+from brokergroup.broker.store import crcjson
+from brokergroup.broker.store.crcjson import array as _list
+from brokergroup.broker.store.crcjson import integer as _int
+from brokergroup.broker.store.crcjson import rows as _rows
+from brokergroup.broker.store.crcjson import string as _str
 from brokergroup.broker.store.indexes import ProducerState, QueueKey
 
 VERSION: Final = 1
-INT64_MAX: Final = 2**63 - 1
 ENTRY_SIZE: Final = 16
 """Bytes of one consume-queue entry: its commit offset and size, a little-endian int64 in each column file."""
 
@@ -66,38 +68,16 @@ def encode_checkpoint_doc(doc: CheckpointDoc) -> bytes:
         "history": [[g, t, q, [list(h) for h in history]] for (g, t, q), history in sorted(doc.group_history.items())],
         "producers": [[p.producer_id, p.last_seq, [list(r) for r in p.recent]] for p in doc.producers],
     }
-    line = json.dumps(document, separators=(",", ":"), ensure_ascii=True).encode() + b"\n"
-    return b"%d\n" % zlib.crc32(line) + line
-
-
-def _int(value: Any, what: str, low: int = -1) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= INT64_MAX:
-        raise ValueError(f"{what} must be an integer in [{low}, {INT64_MAX}], not {value!r}")
-    return value
-
-
-def _str(value: Any, what: str) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{what} must be a string, not {value!r}")
-    return value
-
-
-def _list(value: Any, what: str, width: int | None = None) -> list[Any]:
-    if not isinstance(value, list) or (width is not None and len(value) != width):
-        items = "a list" if width is None else f"a list of {width} items"
-        raise ValueError(f"{what} must be {items}, not {value!r}")
-    return value
-
-
-def _rows(document: dict[str, Any], key: str, width: int) -> list[list[Any]]:
-    if key not in document:
-        raise ValueError(f"the JSON object has no {key!r}")
-    return [_list(row, f"{key}[{i}]", width) for i, row in enumerate(_list(document[key], repr(key)))]
+    return crcjson.encode(document)
 
 
 def _queue(row: list[Any]) -> tuple[QueueKey, QueueFileState]:
     topic, queue_id, base, file_base, count = row
-    state = QueueFileState(_int(base, "queue base", 0), _int(file_base, "queue fileBase", 0), _int(count, "count", 0))
+    state = QueueFileState(
+        _int(base, "queue base", 0),
+        _int(file_base, "queue fileBase", 0),
+        _int(count, "count", 0),
+    )
     if not state.file_base <= state.base <= state.end:
         raise ValueError(f"queue {topic!r}/{queue_id}: base={base} is outside [fileBase, fileBase + count]")
     return (_str(topic, "queue topic"), _int(queue_id, "queueId", 0)), state
@@ -106,7 +86,12 @@ def _queue(row: list[Any]) -> tuple[QueueKey, QueueFileState]:
 def _producer(index: int, row: list[Any]) -> ProducerState:
     producer_id, last_seq, recent = row
     entries = tuple(
-        (_int(s, "seq"), _int(c, "commitOffset", 0), _int(z, "size", 0), _int(q, "queueOffset"))
+        (
+            _int(s, "seq"),
+            _int(c, "commitOffset", 0),
+            _int(z, "size", 0),
+            _int(q, "queueOffset"),
+        )
         for s, c, z, q in (_list(r, f"producers[{index}] recent entry", 4) for r in _list(recent, "recent"))
     )
     return ProducerState(_int(producer_id, "producer id", 0), _int(last_seq, "producer lastSeq"), entries)
@@ -114,17 +99,7 @@ def _producer(index: int, row: list[Any]) -> ProducerState:
 
 def decode_checkpoint_doc(data: bytes) -> CheckpointDoc:
     """The checkpoint in `data`; raises ValueError or TypeError naming what is wrong."""
-    crc_line, sep, line = data.partition(b"\n")
-    if not sep or not crc_line.isdigit() or not line.endswith(b"\n") or line.count(b"\n") != 1:
-        raise ValueError("expected two lines: <crc32> and <json>")
-    if zlib.crc32(line) != int(crc_line):
-        raise ValueError(f"crc32 mismatch: stored {int(crc_line)}, computed {zlib.crc32(line)}")
-    try:
-        document = json.loads(line)
-    except ValueError as error:
-        raise ValueError(f"the JSON line does not parse: {error}") from None
-    if not isinstance(document, dict):
-        raise TypeError("the JSON line is not an object")
+    document = crcjson.decode(data)
     for key in ("version", "offset", "dispatched", "historyBucket"):
         if key not in document:
             raise ValueError(f"the JSON object has no {key!r}")
@@ -135,7 +110,11 @@ def decode_checkpoint_doc(data: bytes) -> CheckpointDoc:
     if dispatched < offset:
         raise ValueError(f"dispatched={dispatched} is below offset={offset}")
     history = {
-        (_str(g, "history group"), _str(t, "history topic"), _int(q, "history queueId", 0)): [
+        (
+            _str(g, "history group"),
+            _str(t, "history topic"),
+            _int(q, "history queueId", 0),
+        ): [
             (_int(o, "history record offset"), _int(v, "history value"))
             for o, v in (_list(h, "history entry", 2) for h in _list(hs, "history"))
         ]
@@ -147,7 +126,11 @@ def decode_checkpoint_doc(data: bytes) -> CheckpointDoc:
         history_bucket=_int(document["historyBucket"], "historyBucket", 1),
         queues=dict(_queue(row) for row in _rows(document, "queues", 5)),
         group_offsets={
-            (_str(g, "group"), _str(t, "group topic"), _int(q, "group queueId", 0)): _int(o, "group offset")
+            (
+                _str(g, "group"),
+                _str(t, "group topic"),
+                _int(q, "group queueId", 0),
+            ): _int(o, "group offset")
             for g, t, q, o in _rows(document, "groups", 4)
         },
         group_history=history,
