@@ -12,8 +12,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 import kubernetes
 
+from brokergroup.broker.client import Consumer, MasterFinder, Producer
 from brokergroup.controller.client import ControllerClient
 from tests.e2e.operator.helpers import ROLE
 
@@ -195,3 +197,27 @@ def came_back(rec: Record, pod: str, since: float) -> bool:
         seen = [(t, ready) for t, p, _, ready in rec.pods if p == pod and t >= since]
     dropped = next((i for i, (_, ready) in enumerate(seen) if not ready), None)
     return dropped is not None and any(ready for _, ready in seen[dropped:])
+
+
+async def produce(address: str, sts: str, acked: list[bytes], stop: threading.Event, prefix: str = "m") -> None:
+    """Send one message at a time through the master Service `address` of set `sts` until `stop`, about 20 a
+    second, appending each acknowledged body to `acked` (the history the failover tests check)."""
+    async with aiohttp.ClientSession() as session:
+        producer = Producer(MasterFinder(broker_name=sts, master_address=address), session=session, deadline_s=60)
+        index = 0
+        while not stop.is_set():
+            body = f"{prefix}-{index:06d}".encode()
+            await producer.send("orders", [body])
+            acked.append(body)
+            index += 1
+            await asyncio.sleep(0.05)  # pacing, not a wait for a condition
+
+
+async def consume(address: str, sts: str) -> list[bytes]:
+    """Every message of topic `orders` readable through `address`, from the start."""
+    async with aiohttp.ClientSession() as session:
+        consumer = Consumer(MasterFinder(broker_name=sts, master_address=address), group="history", session=session)
+        out: list[bytes] = []
+        while batch := await consumer.poll("orders", max_count=256):
+            out.extend(m.body for m in batch)
+        return out

@@ -26,12 +26,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import aiohttp
 import kubernetes
 import pytest
 from kubernetes.dynamic import DynamicClient
 
-from brokergroup.broker.client import Consumer, MasterFinder, Producer
 from tests.e2e import helmchart
 from tests.e2e.kubeenv import ControlPlane, Kubectl, eventually
 from tests.e2e.kubelet import Kubelet
@@ -40,9 +38,11 @@ from tests.e2e.operator.convergence import (
     Phase,
     Record,
     came_back,
+    consume,
     elections,
     judge,
     pod_of_dns_address,
+    produce,
     recording,
     restarted_as_master,
 )
@@ -55,27 +55,6 @@ RELEASE = f"{BG}-brokergroup"
 """The release's objects are named after it (it contains the chart's name)."""
 HEARTBEAT_INTERVAL = 1.0
 """The brokers' heartbeat interval (controller.heartbeat_interval_ms, default 1000)."""
-
-
-async def _produce(address: str, acked: list[bytes], stop: threading.Event) -> None:
-    async with aiohttp.ClientSession() as session:
-        producer = Producer(MasterFinder(broker_name=STS, master_address=address), session=session, deadline_s=60)
-        index = 0
-        while not stop.is_set():
-            body = f"m-{index:06d}".encode()
-            await producer.send("orders", [body])
-            acked.append(body)
-            index += 1
-            await asyncio.sleep(0.05)
-
-
-async def _consume(address: str) -> list[bytes]:
-    async with aiohttp.ClientSession() as session:
-        consumer = Consumer(MasterFinder(broker_name=STS, master_address=address), group="history", session=session)
-        out: list[bytes] = []
-        while batch := await consumer.poll("orders", max_count=256):
-            out.extend(m.body for m in batch)
-        return out
 
 
 @pytest.fixture
@@ -147,7 +126,9 @@ def test_master_service_follows_failover_with_the_operator_running_paused_and_st
 
     acked: list[bytes] = []
     stop_producing = threading.Event()
-    producer = threading.Thread(target=lambda: asyncio.run(_produce(address, acked, stop_producing)), daemon=True)
+    producer = threading.Thread(
+        target=lambda: asyncio.run(produce(address, STS, acked, stop_producing, "m")), daemon=True
+    )
     producer.start()
     eventually("the producer is acknowledged", lambda: len(acked) >= 5, timeout=60)
 
@@ -188,7 +169,7 @@ def test_master_service_follows_failover_with_the_operator_running_paused_and_st
 
     stop_producing.set()
     producer.join(timeout=90)
-    consumed = asyncio.run(_consume(address))
+    consumed = asyncio.run(consume(address, STS))
     lost = sorted(set(acked) - set(consumed))
     assert lost == [], f"acknowledged and lost: {lost[:5]} ({len(lost)})"
     assert len(consumed) == len(set(consumed)), "duplicates in the log"

@@ -15,22 +15,22 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import aiohttp
 import kubernetes
 import pytest
 import yaml
 from kubernetes.dynamic import DynamicClient
 
-from brokergroup.broker.client import Consumer, MasterFinder, Producer
 from tests.e2e.helmchart import CHART
 from tests.e2e.installdocs import run_literally, section_commands, watch_literally
 from tests.e2e.kubeenv import ControlPlane, eventually
 from tests.e2e.operator.convergence import (
     Phase,
     came_back,
+    consume,
     elections,
     judge,
     pod_of_dns_address,
+    produce,
     recording,
     restarted_as_master,
 )
@@ -301,27 +301,6 @@ def test_scale_up_and_pause(real_node: RealNode, group: float, node_dyn: Dynamic
     wait_ready(node_dyn, replicas=3)
 
 
-async def _produce(address: str, acked: list[bytes], stop: threading.Event) -> None:
-    async with aiohttp.ClientSession() as session:
-        producer = Producer(MasterFinder(broker_name=SET, master_address=address), session=session, deadline_s=60)
-        index = 0
-        while not stop.is_set():
-            body = f"rn-{index:06d}".encode()
-            await producer.send("orders", [body])
-            acked.append(body)
-            index += 1
-            await asyncio.sleep(0.05)
-
-
-async def _consume(address: str) -> list[bytes]:
-    async with aiohttp.ClientSession() as session:
-        consumer = Consumer(MasterFinder(broker_name=SET, master_address=address), group="history", session=session)
-        out: list[bytes] = []
-        while batch := await consumer.poll("orders", max_count=256):
-            out.extend(m.body for m in batch)
-        return out
-
-
 def operator_pods(dyn: DynamicClient) -> list[dict[str, Any]]:
     return pods(dyn, "app.kubernetes.io/name=brokergroup", OPERATOR_NS)
 
@@ -343,7 +322,9 @@ def test_master_service_follows_failover_with_the_operator_running_paused_stoppe
     acked: list[bytes] = []
     stop_producing = threading.Event()
     with recording(node_api, NS, SET) as record:
-        producer = threading.Thread(target=lambda: asyncio.run(_produce(address, acked, stop_producing)), daemon=True)
+        producer = threading.Thread(
+            target=lambda: asyncio.run(produce(address, SET, acked, stop_producing, "rn")), daemon=True
+        )
         producer.start()
         eventually("the producer is acknowledged", lambda: len(acked) >= 5, timeout=60)
 
@@ -379,7 +360,7 @@ def test_master_service_follows_failover_with_the_operator_running_paused_stoppe
         failover("uninstalled")
         stop_producing.set()
         producer.join(timeout=90)
-    consumed = asyncio.run(_consume(address))
+    consumed = asyncio.run(consume(address, SET))
     lost = sorted(set(acked) - set(consumed))
     assert lost == [], f"acknowledged and lost: {lost[:5]} ({len(lost)})"
     assert len(consumed) == len(set(consumed)), "duplicates in the log"
