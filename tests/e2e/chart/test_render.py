@@ -18,7 +18,7 @@ import yaml
 from brokergroup import images
 from brokergroup.operator import labels, names
 from brokergroup.operator.builders.pods import container_security_context, pod_security_context
-from brokergroup.operator.settings import OperatorSettings
+from brokergroup.operator.settings import IN_CLUSTER_CONTROLLER_URL, OperatorSettings
 from tests.e2e import helmchart
 from tests.e2e.helmchart import CHART, kinds, pod_specs, render, values_args
 from tests.e2e.kubeenv import ControlPlane, Kubectl, KubectlError
@@ -231,7 +231,10 @@ def test_the_charts_defaults_are_the_operators_defaults(rendered: Rendered) -> N
         field = key.removeprefix("BG_OPERATOR_").lower()
         assert field in OperatorSettings.model_fields, key
         parsed = OperatorSettings.model_validate({field: value})
-        assert getattr(parsed, field) == getattr(defaults, field), (key, value)
+        expected = getattr(defaults, field)
+        if field == "controller_url":  # unset means the Service's DNS name in a pod, where the chart runs it
+            expected = IN_CLUSTER_CONTROLLER_URL
+        assert getattr(parsed, field) == expected, (key, value)
         set_by_chart.add(field)
     # Every setting is either passed by the chart or deliberately left to the operator: a new setting
     # must be decided on here.
