@@ -147,8 +147,12 @@ class Follower:
                 feed = await first_of(
                     link.events(after=cursor.after, wait_seconds=int(self.settings.resync_seconds)), woken
                 )
-                if feed is not None:
-                    cursor.take(feed, sets)
+                if feed is None:
+                    # Woken (a pod changed: often a broker that labelled itself right after an election): read
+                    # what the feed holds now, without waiting, so the election is dated before the next cycle
+                    # projects it; otherwise it would count as `observed`, with no convergence measured.
+                    feed = await link.events(after=cursor.after, wait_seconds=0)
+                cursor.take(feed, sets)
             except ControllerLinkError as exc:
                 logger.info("follower %s/%s: event feed: %s", namespace, name, exc)
                 if await stopped(self.settings.retry_seconds):
