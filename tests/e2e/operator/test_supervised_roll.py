@@ -93,7 +93,16 @@ def test_a_supervised_roll_waits_before_the_master_and_goes_on_when_approved(
     group = controlled_group(BG, master_ordinal=0)
     master = f"{STS}-0"
     eventually("pods labelled", lambda: set_status(dyn, namespace, BG, STS).get("masterPod") == master, timeout=60)
-    before = ((get(dyn, "apps/v1", "StatefulSet", namespace, STS) or {}).get("status") or {}).get("updateRevision")
+
+    def settled() -> str | None:
+        """The revision every pod runs, once the StatefulSet controller reports it as its update revision too
+        (read earlier, a lagging status named an older revision, and the pods' current one then passed for
+        the new one: a CI failure)."""
+        status = ((get(dyn, "apps/v1", "StatefulSet", namespace, STS) or {}).get("status") or {}).get("updateRevision")
+        running = set(revisions(dyn, namespace).values())
+        return status if status and running == {status} else None
+
+    before = eventually("the pods and the StatefulSet agree on one revision", settled, timeout=60)
     spec = {"brokers": {"masterUpdateStrategy": "Supervised", "resources": {"requests": {"cpu": "300m"}}}}
     control_plane.kubectl("patch", "-n", namespace, "bg", BG, "--type=merge", "-p", json.dumps({"spec": spec}))
 
