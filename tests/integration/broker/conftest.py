@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -85,3 +86,11 @@ async def unclean_allowed_with_common_prefix(
     for i in range(count):
         await producer.send("t", [f"common{i}".encode()])
     return producer
+
+
+async def get(session: aiohttp.ClientSession, api: str, path: str, **params: Any) -> dict[str, Any]:
+    """GET a broker API path with query parameters; it must answer 200."""
+    async with session.get(f"http://{api}{path}", params={k: str(v) for k, v in params.items()}) as r:
+        assert r.status == 200, await r.text()
+        answer: dict[str, Any] = await r.json()
+        return answer

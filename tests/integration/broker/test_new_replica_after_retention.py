@@ -30,7 +30,7 @@ from brokergroup.controller import protocol
 from brokergroup.controller.client import ControllerClient
 from brokergroup.local.brokers import BrokerSet
 from brokergroup.local.controllers import ControllerGroup
-from tests.integration.broker.conftest import SYNC, make_set
+from tests.integration.broker.conftest import SYNC, get, make_set
 from tests.integration.conftest import ADMIN_TOKEN, eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -49,13 +49,6 @@ async def put(
     async with session.post(f"http://{api}/v1/messages", json=request) as r:
         answer: dict[str, Any] = await r.json()
         answer["http"] = r.status
-        return answer
-
-
-async def get(session: aiohttp.ClientSession, api: str, path: str, **params: Any) -> dict[str, Any]:
-    async with session.get(f"http://{api}{path}", params={k: str(v) for k, v in params.items()}) as r:
-        assert r.status == 200, await r.text()
-        answer: dict[str, Any] = await r.json()
         return answer
 
 

@@ -21,7 +21,7 @@ import aiohttp
 
 from brokergroup.local.brokers import BrokerSet
 from brokergroup.local.controllers import ControllerGroup
-from tests.integration.broker.conftest import SYNC, make_set, same_log
+from tests.integration.broker.conftest import SYNC, get, make_set, same_log
 from tests.integration.conftest import eventually
 from tests.needs import missing
 
@@ -61,13 +61,6 @@ async def put(session: aiohttp.ClientSession, api: str, body: bytes, count: int 
     async with session.post(f"http://{api}/v1/messages", json={"topic": "t", "messages": messages}) as r:
         answer: dict[str, Any] = await r.json()
         answer["http"] = r.status
-        return answer
-
-
-async def get(session: aiohttp.ClientSession, api: str, path: str, **params: Any) -> dict[str, Any]:
-    async with session.get(f"http://{api}{path}", params={k: str(v) for k, v in params.items()}) as r:
-        assert r.status == 200, await r.text()
-        answer: dict[str, Any] = await r.json()
         return answer
 
 

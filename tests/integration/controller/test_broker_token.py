@@ -8,8 +8,6 @@ without a token (401) and with a wrong one (403), and nothing changes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -17,22 +15,11 @@ import pytest
 
 from brokergroup.controller import protocol
 from brokergroup.controller.client import ControllerClient
-from brokergroup.local import profiles
-from brokergroup.local.controllers import ControllerGroup, running_group
-from tests.integration.conftest import ADMIN_TOKEN
+from brokergroup.local.controllers import ControllerGroup
+from tests.integration.controller.conftest import BROKER_TOKEN
 from tests.integration.controller.scenario import CLUSTER, LONG_MS, elect_and_grow, register_replicas
 
-BROKER_TOKEN = "integration-broker-token"
 SET = "tok"
-
-
-@pytest.fixture
-def guarded_group(tmp_path: Path) -> Iterator[ControllerGroup]:
-    extra = ["--log-level", "INFO", *profiles.FAST.controller_args()]
-    with running_group(
-        tmp_path / "controllers", admin_token=ADMIN_TOKEN, broker_token=BROKER_TOKEN, extra_args=extra
-    ) as group:
-        yield group
 
 
 async def post(

@@ -7,32 +7,19 @@ right bearer token, and a broker token is no admin token in either place. Nothin
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 
 from brokergroup.controller import protocol
 from brokergroup.controller.client import ControllerClient
-from brokergroup.local import profiles
-from brokergroup.local.controllers import ControllerGroup, running_group
+from brokergroup.local.controllers import ControllerGroup
 from tests.integration.conftest import ADMIN_TOKEN
+from tests.integration.controller.conftest import BROKER_TOKEN
 from tests.integration.controller.scenario import CLUSTER, LONG_MS, elect_and_grow, register_replicas
 
-BROKER_TOKEN = "integration-broker-token"
 SET = "hdr"
 HEADER = protocol.TOKEN_HEADER
-
-
-@pytest.fixture
-def guarded_group(tmp_path: Path) -> Iterator[ControllerGroup]:
-    extra = ["--log-level", "INFO", *profiles.FAST.controller_args()]
-    with running_group(
-        tmp_path / "controllers", admin_token=ADMIN_TOKEN, broker_token=BROKER_TOKEN, extra_args=extra
-    ) as group:
-        yield group
 
 
 async def post(
