@@ -27,7 +27,7 @@ from brokergroup.broker.store.crcjson import integer as _int
 from brokergroup.broker.store.crcjson import rows as _rows
 from brokergroup.broker.store.crcjson import string as _str
 from brokergroup.broker.store.indexes import HeadState
-from brokergroup.common.durable import fsync_path
+from brokergroup.common.durable import replace_durably
 
 
 def encode_head(head: HeadState) -> bytes:
@@ -86,14 +86,4 @@ class HeadFile:
         if self.path is None:
             self._memory = head
             return
-        temp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            data = memoryview(encode_head(head))
-            while data:
-                data = data[os.write(fd, data) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        temp.replace(self.path)
-        fsync_path(self.path.parent, directory=True)
+        replace_durably(self.path, encode_head(head))

@@ -48,7 +48,7 @@ from brokergroup.broker.store.index_checkpoint import (
     encode_checkpoint_doc,
 )
 from brokergroup.broker.store.indexes import IndexSnapshot, QueueKey, QueueState
-from brokergroup.common.durable import durable_mkdir, fsync_path
+from brokergroup.common.durable import durable_mkdir, fsync_path, replace_durably
 
 logger = logging.getLogger(__name__)
 
@@ -199,10 +199,7 @@ class IndexFiles:
             group_history=snapshot.group_history,
             producers=snapshot.producers,
         )
-        temp = self._checkpoint.with_name(CHECKPOINT_FILE + ".tmp")
-        _write_all(temp, encode_checkpoint_doc(doc), truncate_to=0)
-        temp.replace(self._checkpoint)
-        fsync_path(self.root, directory=True)
+        replace_durably(self._checkpoint, encode_checkpoint_doc(doc))
         self._persisted = states
         self.checkpoint_dispatched = snapshot.dispatched
         self._step(STEP_INDEX_CHECKPOINT_WRITTEN)

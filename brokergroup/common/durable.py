@@ -34,3 +34,19 @@ def durable_mkdir(directory: Path) -> None:
         fsync_path(folder.parent, directory=True)
     if not directory.is_dir():
         raise NotADirectoryError(f"{directory} exists and is not a folder")
+
+
+def replace_durably(path: Path, data: bytes) -> None:
+    """Make `path` hold `data`, old or new whole after any crash: write `<name>.tmp`, fsync it, rename it
+    over `path`, fsync the folder. A reader should delete a leftover `<name>.tmp` (a torn write)."""
+    temp = path.with_name(path.name + ".tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    temp.replace(path)
+    fsync_path(path.parent, directory=True)
