@@ -17,6 +17,7 @@ import kubernetes
 
 from brokergroup.broker.client import Consumer, MasterFinder, Producer
 from brokergroup.controller.client import ControllerClient
+from tests.e2e.kubeenv import eventually
 from tests.e2e.operator.helpers import ROLE
 
 
@@ -221,3 +222,28 @@ async def consume(address: str, sts: str) -> list[bytes]:
         while batch := await consumer.poll("orders", max_count=256):
             out.extend(m.body for m in batch)
         return out
+
+
+def failover(
+    name: str, *, controller: str, sts: str, kill: Callable[[str], None], record: Record, acked: list[bytes]
+) -> Phase:
+    """One phase of the failover tests: kill the controller's master of `sts` with `kill(pod)`, wait for a
+    new election, for the killed pod to come back Ready and for writes to go on, then judge the phase
+    against the watches. The restarted old master must never be Ready while labelled master unless it is."""
+    history = elections([controller], sts, pod_of_dns_address)
+    master = history[-1][1]
+    killed_at = time.time()
+    kill(master)
+    eventually(
+        f"{name}: a new master elected",
+        lambda: (h := elections([controller], sts, pod_of_dns_address)) and h[-1][0] > killed_at,
+        timeout=60,
+    )
+    eventually(f"{name}: {master} restarted and Ready", lambda: came_back(record, master, killed_at), timeout=120)
+    count = len(acked)
+    eventually(f"{name}: writes go on", lambda: len(acked) >= count + 5, timeout=60)
+    history = elections([controller], sts, pod_of_dns_address)
+    phase = judge(name, record, history, master, killed_at, time.time())
+    stale = restarted_as_master(record, history, master, killed_at)
+    assert stale == [], f"{name}: {master} was Ready with role=master while not the master: {stale[:3]}"
+    return phase

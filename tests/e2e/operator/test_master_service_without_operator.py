@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,18 +32,14 @@ from kubernetes.dynamic import DynamicClient
 from tests.e2e import helmchart
 from tests.e2e.kubeenv import ControlPlane, Kubectl, eventually
 from tests.e2e.kubelet import Kubelet
+from tests.e2e.operator import convergence
 from tests.e2e.operator.conftest import OperatorProcess
 from tests.e2e.operator.convergence import (
     Phase,
     Record,
-    came_back,
     consume,
-    elections,
-    judge,
-    pod_of_dns_address,
     produce,
     recording,
-    restarted_as_master,
 )
 from tests.e2e.operator.helpers import apply, condition, get, manifest
 from tests.e2e.operator.podapi import pod_api  # noqa: F401 (a fixture)
@@ -135,22 +130,8 @@ def test_master_service_follows_failover_with_the_operator_running_paused_and_st
     phases: list[Phase] = []
 
     def failover(name: str) -> None:
-        history = elections([controller], STS, pod_of_dns_address)
-        master = history[-1][1]
-        killed_at = time.time()
-        kubelet.kill(master, signal.SIGKILL)
-        eventually(
-            f"{name}: a new master elected",
-            lambda: (h := elections([controller], STS, pod_of_dns_address)) and h[-1][0] > killed_at,
-            timeout=60,
-        )
-        eventually(f"{name}: {master} restarted and Ready", lambda: came_back(record, master, killed_at), timeout=90)
-        count = len(acked)
-        eventually(f"{name}: writes go on", lambda: len(acked) >= count + 5, timeout=60)
-        history = elections([controller], STS, pod_of_dns_address)
-        phases.append(judge(name, record, history, master, killed_at, time.time()))
-        stale = restarted_as_master(record, history, master, killed_at)
-        assert stale == [], f"{name}: {master} was Ready with role=master while not the master: {stale[:3]}"
+        kill = lambda pod: kubelet.kill(pod, signal.SIGKILL)  # noqa: E731
+        phases.append(convergence.failover(name, controller=controller, sts=STS, kill=kill, record=record, acked=acked))
 
     failover("running")
     control_plane.kubectl("annotate", "-n", namespace, "bg", BG, "brokergroup.io/pause-reconciliation=true")

@@ -23,16 +23,12 @@ from kubernetes.dynamic import DynamicClient
 from tests.e2e.helmchart import CHART
 from tests.e2e.installdocs import run_literally, section_commands, watch_literally
 from tests.e2e.kubeenv import ControlPlane, eventually
+from tests.e2e.operator import convergence
 from tests.e2e.operator.convergence import (
     Phase,
-    came_back,
     consume,
-    elections,
-    judge,
-    pod_of_dns_address,
     produce,
     recording,
-    restarted_as_master,
 )
 from tests.e2e.operator.helpers import brokergroup, get, patch_spec
 from tests.e2e.realnode.node import ROOT, RealNode
@@ -329,23 +325,10 @@ def test_master_service_follows_failover_with_the_operator_running_paused_stoppe
         eventually("the producer is acknowledged", lambda: len(acked) >= 5, timeout=60)
 
         def failover(name: str) -> None:
-            history = elections([controller], SET, pod_of_dns_address)
-            master = history[-1][1]
-            killed_at = time.time()
-            real_node.kill_container(NS, master, "broker")
-            eventually(
-                f"{name}: a new master elected",
-                lambda: (h := elections([controller], SET, pod_of_dns_address)) and h[-1][0] > killed_at,
-                timeout=60,
+            kill = lambda pod: real_node.kill_container(NS, pod, "broker")  # noqa: E731
+            phases.append(
+                convergence.failover(name, controller=controller, sts=SET, kill=kill, record=record, acked=acked)
             )
-            back = f"{name}: {master} restarted and Ready"
-            eventually(back, lambda: came_back(record, master, killed_at), timeout=120)
-            count = len(acked)
-            eventually(f"{name}: writes go on", lambda: len(acked) >= count + 5, timeout=60)
-            history = elections([controller], SET, pod_of_dns_address)
-            phases.append(judge(name, record, history, master, killed_at, time.time()))
-            stale = restarted_as_master(record, history, master, killed_at)
-            assert stale == [], f"{name}: {master} was Ready with role=master while not the master: {stale[:3]}"
 
         failover("running")
         cp.kubectl("annotate", "-n", NS, "bg", BG, "brokergroup.io/pause-reconciliation=true")
