@@ -73,8 +73,17 @@ def test_a_workstation_user_needs_get_and_create_on_services_proxy(
         line = next(x for x in operator.log_path.read_text().splitlines() if "HTTP 403 from the Kubernetes" in x)
         assert f'User "{user}" cannot' in line and 'resource "services/proxy"' in line, line
         assert "Traceback" not in operator.log_path.read_text()
-        unreachable = condition(dyn, namespace, BG, "ControllerQuorumAvailable")
-        assert (unreachable.get("status"), unreachable.get("reason")) == ("False", "ControllerUnreachable")
+
+        # The status patch follows the log line: poll for it rather than read it once.
+        def unreachable() -> tuple[object, object]:
+            c = condition(dyn, namespace, BG, "ControllerQuorumAvailable")
+            return c.get("status"), c.get("reason")
+
+        eventually(
+            "ControllerQuorumAvailable=False (ControllerUnreachable)",
+            lambda: unreachable() == ("False", "ControllerUnreachable"),
+            timeout=60,
+        )
 
         # The grant the docs name, and nothing else: from then on the API server refuses nothing.
         grant = {

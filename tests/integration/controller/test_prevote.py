@@ -46,10 +46,14 @@ async def test_a_resumed_follower_does_not_depose_the_leader(controller_group: C
     await eventually("the resumed follower rejoins in the same term", rejoined, timeout=30)
     watch_until = time.monotonic() + 5.0
     while time.monotonic() < watch_until:  # and stays there: no election follows
-        for s in await statuses(group):
+        for i, s in enumerate(await statuses(group)):
             assert s["term"] == term, f"term changed from {term}: {s}"
-            assert s["leaderId"] == group.nodes[leader].node_id, f"leader changed: {s}"
+            # The resumed node may drop the leader for an election timeout while its stale connection is
+            # replaced (it forgets a silent leader); it never follows another node, and the others never waver.
+            allowed = {group.nodes[leader].node_id, None} if i == follower else {group.nodes[leader].node_id}
+            assert s["leaderId"] in allowed, f"leader changed: {s}"
         await asyncio.sleep(0.2)
+    await eventually("the resumed follower follows the leader again", rejoined, timeout=30)
 
 
 async def statuses_of(group: ControllerGroup, *, exclude: int) -> list[dict[str, object]]:
