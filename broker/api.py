@@ -4,7 +4,8 @@ Thin aiohttp handlers over `PutPath`, the store, replication and the role manage
 are JSON `{status|code, remark}` with a remark that names what was wrong. Put statuses map to
 HTTP: PUT_OK 200; FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and NOT_ENOUGH_REPLICAS_AFTER_APPEND 202
 (written on the master, not durable as asked: retry with the same producer id and sequence); SERVICE_NOT_AVAILABLE and
-IN_SYNC_REPLICAS_NOT_ENOUGH 503 (with the master's address when known).
+IN_SYNC_REPLICAS_NOT_ENOUGH 503 (with the master's address when known). A produce on a replica whose write
+permission is wiped (`broker.permission`) is NO_PERMISSION 503, nothing written.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from brokergroup.broker import wire
 from brokergroup.broker.errors import BrokerError
+from brokergroup.broker.permission import NO_PERMISSION
 from brokergroup.broker.service import wall_ms
 from brokergroup.broker.store.epoch import OPEN
 from brokergroup.broker.store.types import PutStatus, StoredMessage
@@ -146,12 +148,25 @@ def put_response(ctx: BrokerContext, outcome: Any) -> web.Response:
     return web.json_response(body, status=_HTTP[outcome.status])
 
 
+def read_only_refusal(ctx: BrokerContext) -> str | None:
+    """The remark refusing a produce because this replica's write permission is wiped, or None (counted in the
+    put metrics as NO_PERMISSION). Checked after the request is read and right before the put, with no await
+    between: once `PUT /v1/admin/write-permission` answered, no produce writes."""
+    remark: str | None = ctx.role.produce_refusal()
+    if remark is not None:
+        ctx.metrics.puts.labels(NO_PERMISSION).inc()
+    return remark
+
+
 async def produce(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     if request.content_type == wire.BATCH_CONTENT_TYPE:
         messages = wire.decode_batch(await request.read(), now_ms=wall_ms())
     else:
         messages = wire.messages_from_json(await parse(request, wire.ProduceRequest), now_ms=wall_ms())
+    refused = read_only_refusal(ctx)
+    if refused is not None:
+        return web.json_response({"status": NO_PERMISSION, "remark": refused}, status=503)
     return put_response(ctx, await ctx.puts.put(messages))
 
 
@@ -224,6 +239,33 @@ async def get_offset(request: web.Request) -> web.Response:
             "topic": topic,
             "queueId": queue_id,
             "offset": ctx.store.consumer_offset(group, topic, queue_id),
+        }
+    )
+
+
+async def consumer_lag(request: web.Request) -> web.Response:
+    """RocketMQ consumerProgress on this replica: every group that committed an offset here, per queue, with
+    its lag behind the queue's visible end (never negative)."""
+    ctx = request.app[CONTEXT]
+    refuse_if_fenced(ctx)
+    rows = []
+    for group, topic, queue_id, offset in ctx.store.consumer_offsets():
+        high = ctx.store.queue_max_offset(topic, queue_id)
+        rows.append(
+            {
+                "group": group,
+                "topic": topic,
+                "queueId": queue_id,
+                "consumerOffset": offset,
+                "maxOffset": high,
+                "lag": max(0, high - offset),
+            }
+        )
+    return web.json_response(
+        {
+            "totalLag": sum(row["lag"] for row in rows),
+            "groups": len({row["group"] for row in rows}),
+            "queues": rows,
         }
     )
 
@@ -318,6 +360,7 @@ async def metrics(request: web.Request) -> web.Response:
     m.max_offset.set(ctx.store.max_offset)
     m.confirm_offset.set(ctx.store.confirm_offset)
     m.lease_remaining.set(ctx.role.lease_remaining_ms() / 1000)
+    m.writable.set(1 if ctx.role.writable else 0)
     return web.Response(body=generate_latest(m.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
@@ -349,16 +392,27 @@ async def admin_fence(request: web.Request) -> web.Response:
     return web.json_response(ctx.role.view())
 
 
+async def admin_write_permission(request: web.Request) -> web.Response:
+    """Wipe or restore this replica's write permission (`broker.permission`); answers with the role view."""
+    ctx = request.app[CONTEXT]
+    check_admin(ctx, request)
+    req = await parse(request, wire.WritePermissionRequest)
+    ctx.role.set_writable(req.writable)
+    return web.json_response(ctx.role.view())
+
+
 ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/v1/messages", produce),
     ("GET", "/v1/messages", consume),
     ("POST", "/v1/consumer-offsets", commit_offset),
     ("GET", "/v1/consumer-offsets", get_offset),
     ("GET", "/v1/topics", topics),
+    ("GET", "/v1/consumer-lag", consumer_lag),
     ("GET", "/v1/status", status),
     ("GET", "/v1/epochs", epochs),
     ("POST", "/v1/role-change", role_change),
     ("PUT", "/v1/admin/fence", admin_fence),
+    ("PUT", "/v1/admin/write-permission", admin_write_permission),
     ("GET", "/v1/openapi.json", openapi),
     ("GET", "/healthz", healthz),
     ("GET", "/readyz", readyz),

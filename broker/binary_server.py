@@ -29,8 +29,9 @@ from typing import Any, cast
 from pydantic import ValidationError
 
 from brokergroup.broker import wire
-from brokergroup.broker.api import BadRequest, BrokerContext, explain, refuse_if_fenced
+from brokergroup.broker.api import BadRequest, BrokerContext, explain, read_only_refusal, refuse_if_fenced
 from brokergroup.broker.errors import BrokerError
+from brokergroup.broker.permission import NO_PERMISSION
 from brokergroup.broker.protocol import client_frames as cf
 from brokergroup.broker.service import PutOutcome, wall_ms
 from brokergroup.broker.store.types import PutStatus
@@ -65,6 +66,9 @@ async def answer(ctx: BrokerContext, raw: cf.RawFrame) -> bytes:
         request = cf.parse_request(raw)
         if isinstance(request, cf.Produce):
             messages = wire.decode_batch(request.batch, now_ms=wall_ms())
+            refused = read_only_refusal(ctx)
+            if refused is not None:
+                return cf.encode_put_result(rid, cf.PutResult(status=NO_PERMISSION, remark=refused))
             return cf.encode_put_result(rid, put_result(ctx, await ctx.puts.put(messages)))
         if isinstance(request, cf.Consume):
             refuse_if_fenced(ctx)

@@ -52,6 +52,11 @@ class BrokerMetrics:
         self.lease_remaining = Gauge(
             "brokergroup_broker_write_lease_remaining_seconds", "Master write lease left.", registry=registry
         )
+        self.writable = Gauge(
+            "brokergroup_broker_writable",
+            "1 unless this replica's write permission is wiped (read-only: produces refused with NO_PERMISSION).",
+            registry=registry,
+        )
         self.binary_connections = Gauge(
             "brokergroup_broker_binary_connections", "Open connections on the binary client port.", registry=registry
         )

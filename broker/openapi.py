@@ -36,6 +36,8 @@ PUT_STATUSES = (
     "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
     "SERVICE_NOT_AVAILABLE",
 )
+NO_PERMISSION = "NO_PERMISSION"
+"""`permission.NO_PERMISSION`: a produce refused because the replica's write permission is wiped (HTTP 503)."""
 BASE64 = r"^[A-Za-z0-9+/]*={0,2}$"
 """Everything `base64.b64decode(validate=True)` may accept (it still refuses bad padding)."""
 
@@ -90,6 +92,36 @@ BATCH_DESCRIPTION = (
     "remark naming the field."
 )
 
+ROLE_VIEW: dict[str, Any] = {
+    "role": {"type": "string", "enum": ["none", "master", "slave"]},
+    "fenced": {"type": "boolean", "description": "True until the controller told the broker its role."},
+    "adminFenced": {
+        "type": "boolean",
+        "description": "Fenced by an administrator (PUT /v1/admin/fence): no writes, no replication, not Ready.",
+    },
+    "writable": {
+        "type": "boolean",
+        "description": "False while the write permission is wiped (PUT /v1/admin/write-permission): produces are "
+        "refused with NO_PERMISSION; consumes, offset commits, replication and readiness go on.",
+    },
+    "brokerId": nullable("integer"),
+    "masterBrokerId": nullable("integer"),
+    "masterAddress": nullable("string"),
+    "masterEpoch": INTEGER,
+    "writeLeaseRemainingMs": {"type": "integer", "description": "0 unless master."},
+}
+STATUS_REQUIRED = (
+    "clusterName",
+    "brokerName",
+    "address",
+    "haAddress",
+    "binaryAddress",
+    *(name for name in ROLE_VIEW if name != "writable"),
+    "store",
+    "replication",
+)
+"""`writable` is documented but not required in the status: brokers that predate it do not report it."""
+
 HAND_WRITTEN: dict[str, dict[str, Any]] = {
     "Batch": {"type": "string", "format": "binary", "description": BATCH_DESCRIPTION},
     "ErrorResponse": {
@@ -142,6 +174,53 @@ HAND_WRITTEN: dict[str, dict[str, Any]] = {
             required=("status", "remark"),
         ),
         "description": "The outcome of a put (RocketMQ PutMessageStatus).",
+    },
+    "NoPermissionResponse": {
+        **obj(
+            {
+                "status": {"type": "string", "enum": [NO_PERMISSION]},
+                "remark": {"type": "string", "description": "Names the cause: the wiped write permission."},
+            }
+        ),
+        "description": "A produce refused because this replica's write permission is wiped (RocketMQ NO_PERMISSION): "
+        "nothing was written; restore it with PUT /v1/admin/write-permission.",
+    },
+    "RoleView": {
+        **obj(ROLE_VIEW, extra=True),
+        "description": "This broker's role, fences and write permission (the role part of GET /v1/status).",
+    },
+    "ConsumerLag": {
+        **obj(
+            {
+                "group": {"type": "string"},
+                "topic": {"type": "string"},
+                "queueId": INTEGER,
+                "consumerOffset": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "The group's committed offset (moved up to the queue's min offset if retention "
+                    "deleted the messages below it).",
+                },
+                "maxOffset": {"type": "integer", "description": "One past the last visible message's queue offset."},
+                "lag": {"type": "integer", "minimum": 0, "description": "maxOffset - consumerOffset, at least 0."},
+            }
+        ),
+        "description": "One consumer group's progress on one queue.",
+    },
+    "ConsumerLagResponse": {
+        **obj(
+            {
+                "totalLag": {"type": "integer", "minimum": 0, "description": "The sum of the rows' lag."},
+                "groups": {"type": "integer", "minimum": 0, "description": "Distinct groups among the rows."},
+                "queues": {
+                    "type": "array",
+                    "items": ref("ConsumerLag"),
+                    "description": "One row per (group, topic, queueId) a group committed an offset for, sorted "
+                    "by group, topic, queueId.",
+                },
+            }
+        ),
+        "description": "RocketMQ consumerProgress on this replica.",
     },
     "StoredMessage": {
         **obj(
@@ -218,6 +297,12 @@ HAND_WRITTEN: dict[str, dict[str, Any]] = {
                     "type": "boolean",
                     "description": "Fenced by an administrator (PUT /v1/admin/fence): no writes, no replication.",
                 },
+                "writable": {
+                    "type": "boolean",
+                    "description": "False while the write permission is wiped (PUT /v1/admin/write-permission): "
+                    "produces are refused with NO_PERMISSION, everything else goes on. Absent from brokers that "
+                    "predate it (writable).",
+                },
                 "brokerId": nullable("integer"),
                 "masterBrokerId": nullable("integer"),
                 "masterAddress": nullable("string"),
@@ -230,6 +315,7 @@ HAND_WRITTEN: dict[str, dict[str, Any]] = {
                     "an id.",
                 },
             },
+            required=STATUS_REQUIRED,
             extra=True,
         ),
         "description": "This broker's role, store and replication.",
@@ -264,6 +350,7 @@ def request_schemas() -> dict[str, Any]:
         (wire.ProduceRequest, "validation"),
         (wire.ConsumerOffsetRequest, "validation"),
         (wire.FenceRequest, "validation"),
+        (wire.WritePermissionRequest, "validation"),
     ]
     keys, document = models_json_schema(models, by_alias=True, ref_template=REF)
     for (model, _mode), schema in keys.items():
@@ -325,6 +412,28 @@ PUT_RESPONSES: dict[str, dict[str, Any]] = {
     ),
 }
 
+PRODUCE_RESPONSES: dict[str, dict[str, Any]] = {
+    **PUT_RESPONSES,
+    "503": ok(
+        "Not written, or outcome unknown: as for every put (SERVICE_NOT_AVAILABLE, IN_SYNC_REPLICAS_NOT_ENOUGH), "
+        "or NO_PERMISSION: this replica's write permission is wiped (nothing written).",
+        {
+            "anyOf": [
+                PUT_RESPONSES["503"]["content"]["application/json"]["schema"],
+                ref("NoPermissionResponse"),
+            ]
+        },
+    ),
+}
+
+ADMIN_RESPONSES: dict[str, dict[str, Any]] = {
+    "200": ok("The broker's role view after the change.", ref("RoleView")),
+    "400": response_ref("BadRequest"),
+    "401": response_ref("Unauthorized"),
+    "403": response_ref("Forbidden"),
+    "413": response_ref("TooLarge"),
+}
+
 FENCED_READ = {"400": response_ref("BadRequest"), "503": response_ref("Fenced")}
 
 QUEUE_ID = query("queueId", {"type": "integer", "minimum": 0, "maximum": wire.MAX_QUEUE_ID, "default": 0}, "The queue.")
@@ -335,10 +444,11 @@ OPERATIONS: tuple[Operation, ...] = (
         "/v1/messages",
         "produce",
         "Produce a batch of messages to one queue (master only).",
-        responses=PUT_RESPONSES,
+        responses=PRODUCE_RESPONSES,
         description="JSON (bodies in base64) or a binary batch. An idempotent producer sets `producerId` and "
         "numbers its messages with `seq`; a retry of a message already stored is answered with "
-        "`duplicate: true` and its original position, and is not stored again.",
+        "`duplicate: true` and its original position, and is not stored again. A master whose write permission "
+        "is wiped answers NO_PERMISSION (503) and writes nothing.",
         request={
             "required": True,
             "content": {
@@ -398,6 +508,17 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "GET",
+        "/v1/consumer-lag",
+        "consumer_lag",
+        "Every consumer group's lag on this replica (RocketMQ consumerProgress).",
+        description="One row per (group, topic, queueId) a group committed an offset for on this replica: its "
+        "committed offset, the queue's max offset and the lag between them (never negative), with their sum and "
+        "the number of groups. Groups that never committed here are not listed. A broker set can be removed once "
+        "its write permission is wiped and totalLag is 0.",
+        responses={"200": ok("The lag.", ref("ConsumerLagResponse")), "503": response_ref("Fenced")},
+    ),
+    Operation(
+        "GET",
         "/v1/status",
         "status",
         "This broker's role, store and replication status.",
@@ -429,13 +550,19 @@ OPERATIONS: tuple[Operation, ...] = (
         "restarts. The broker token goes in the X-Brokergroup-Token header (the API server's proxy drops "
         "Authorization).",
         request={"required": True, "content": json_content(ref("FenceRequest"))},
-        responses={
-            "200": ok("The broker's role after the change.", {"type": "object"}),
-            "400": response_ref("BadRequest"),
-            "401": response_ref("Unauthorized"),
-            "403": response_ref("Forbidden"),
-            "413": response_ref("TooLarge"),
-        },
+        responses=ADMIN_RESPONSES,
+    ),
+    Operation(
+        "PUT",
+        "/v1/admin/write-permission",
+        "admin_write_permission",
+        "Wipe or restore this replica's write permission (needs the group's broker token).",
+        description="RocketMQ wipeWritePerm: with writable false the replica refuses every produce (HTTP and "
+        "binary) with NO_PERMISSION while consumes, consumer-offset commits, replication, elections and readiness "
+        "go on; kept in its data folder across restarts until restored with writable true. The broker token goes "
+        "in the X-Brokergroup-Token header, as for the fence.",
+        request={"required": True, "content": json_content(ref("WritePermissionRequest"))},
+        responses=ADMIN_RESPONSES,
     ),
     Operation(
         "GET",
@@ -525,7 +652,8 @@ def build_openapi() -> dict[str, Any]:
             "epochs and the controller's role-change hint. JSON with camelCase fields; errors are "
             "`{status, remark}`. Put outcomes map to HTTP: PUT_OK 200; FLUSH_DISK_TIMEOUT, "
             "FLUSH_SLAVE_TIMEOUT and NOT_ENOUGH_REPLICAS_AFTER_APPEND 202; SERVICE_NOT_AVAILABLE and "
-            "IN_SYNC_REPLICAS_NOT_ENOUGH 503.",
+            "IN_SYNC_REPLICAS_NOT_ENOUGH 503; a produce on a replica whose write permission is wiped: "
+            "NO_PERMISSION 503.",
         },
         "paths": paths,
         "components": {"schemas": {**request_schemas(), **HAND_WRITTEN}, "responses": RESPONSES},

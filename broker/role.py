@@ -37,6 +37,7 @@ import aiohttp
 from brokergroup.broker.fence import FenceFile
 from brokergroup.broker.ha import ReplicationError
 from brokergroup.broker.identity import Identity, IdentityFiles, check_matches
+from brokergroup.broker.permission import READ_ONLY_REMARK, PermissionFile
 from brokergroup.broker.settings import BrokerSettings
 from brokergroup.broker.store.types import PutStatus, ReplicatedLog
 from brokergroup.controller import protocol
@@ -147,6 +148,9 @@ class RoleManager:
         self.fence_file = FenceFile(settings.data_dir)
         self.admin_fenced = self.fence_file.load()
         """Fenced by an administrator (`broker.fence`): no writes, no replication, not Ready; survives restarts."""
+        self.permission_file = PermissionFile(settings.data_dir)
+        self.writable = self.permission_file.load()
+        """The write permission (`broker.permission`): False refuses produces only; survives restarts."""
         self.master_broker_id: int | None = None
         self.master_address: str | None = None
         self.master_epoch = 0
@@ -511,6 +515,15 @@ class RoleManager:
                     self._follow_master(self.master_address, self.master_epoch)
                 )
 
+    def set_writable(self, writable: bool) -> None:
+        """Wipe (False) or restore (True) this replica's write permission, durably, before it takes effect.
+        Synchronous: a produce checked before this call has already written, none checked after it will."""
+        if writable == self.writable:
+            return
+        self.permission_file.save(writable)
+        self.writable = writable
+        logger.warning("write permission %s by an administrator", "restored" if writable else "WIPED (read-only)")
+
     async def _follow_master(self, master_address: str, epoch: int) -> None:
         """Learn the master's HA address from its status, then replicate from it."""
         delay = 0.1
@@ -608,11 +621,20 @@ class RoleManager:
             return PutStatus.SERVICE_NOT_AVAILABLE, "write lease expired: the controller leader is unreachable"
         return None
 
+    def produce_refusal(self) -> str | None:
+        """Why a produce is refused for the write permission alone (RocketMQ NO_PERMISSION), or None. Only
+        when `check_write` passes: a slave, a fenced broker or a lapsed lease refuses as before (a slave names
+        its master, which the producer then asks)."""
+        if self.writable or self.check_write() is not None:
+            return None
+        return READ_ONLY_REMARK
+
     def view(self) -> dict[str, Any]:
         return {
             "role": self.role.value,
             "fenced": self.fenced,
             "adminFenced": self.admin_fenced,
+            "writable": self.writable,
             "brokerId": self.broker_id,
             "masterBrokerId": self.master_broker_id,
             "masterAddress": self.master_address,

@@ -75,6 +75,11 @@ class FenceRequest(Body):
     """true: refuse writes and stop replicating (kept across restarts); false: lift the fence."""
 
 
+class WritePermissionRequest(Body):
+    writable: bool
+    """false: wipe the write permission, refuse produces (kept across restarts); true: restore it."""
+
+
 def messages_from_json(req: ProduceRequest, *, now_ms: int) -> list[Message]:
     out = []
     for i, m in enumerate(req.messages):

@@ -446,6 +446,13 @@ class StoreIndexes:
     def consumer_offset(self, group: str, topic: str, queue_id: int) -> int | None:
         return self._group_offsets.get((group, topic, queue_id))
 
+    def consumer_offsets(self) -> list[tuple[str, str, int, int]]:
+        """Every dispatched group offset, `(group, topic, queue_id, offset)` sorted by group, topic, queue id;
+        includes the offsets retention's head state carried forward."""
+        return sorted(
+            (group, topic, queue_id, offset) for (group, topic, queue_id), offset in self._group_offsets.items()
+        )
+
     def topics(self) -> dict[str, list[int]]:
         """Topic -> sorted queue ids that hold (or held, before retention) visible messages."""
         found: dict[str, list[int]] = {}

@@ -639,6 +639,14 @@ class MessageStore:
         offset = self._indexes.consumer_offset(group, topic, queue_id)
         return None if offset is None else max(offset, self._indexes.queue_min_offset(topic, queue_id))
 
+    def consumer_offsets(self) -> list[tuple[str, str, int, int]]:
+        """Every committed group offset, `(group, topic, queue_id, offset)` sorted, each as `consumer_offset`
+        answers it (moved up to the queue's min offset if retention deleted the messages below it)."""
+        return [
+            (group, topic, queue_id, max(offset, self._indexes.queue_min_offset(topic, queue_id)))
+            for group, topic, queue_id, offset in self._indexes.consumer_offsets()
+        ]
+
     # -- retention
     def apply_retention(self, now: float | None = None) -> int:
         """Delete the head segments the settings' retention allows (retention.py); returns how
