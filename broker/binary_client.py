@@ -18,7 +18,15 @@ from typing import cast
 import aiohttp
 
 from brokergroup.broker import wire
-from brokergroup.broker.client import Attempt, MasterFinder, ProduceError, Received, Sent, send_until_acked
+from brokergroup.broker.client import (
+    REFUSED_FOR_GOOD,
+    Attempt,
+    MasterFinder,
+    ProduceError,
+    Received,
+    Sent,
+    send_until_acked,
+)
 from brokergroup.broker.errors import ProtocolError
 from brokergroup.broker.protocol import client_frames as cf
 
@@ -229,6 +237,7 @@ class BinaryProducer:
                 return Attempt(
                     reply.status,
                     reply.remark,
+                    fatal=reply.status in REFUSED_FOR_GOOD,
                     master_hint=reply.master_address,
                     refresh=reply.status == "SERVICE_NOT_AVAILABLE" and not reply.master_address,
                 )

@@ -27,6 +27,11 @@ from brokergroup.controller.codes import ControllerError
 logger = logging.getLogger(__name__)
 
 
+REFUSED_FOR_GOOD = ("NO_PERMISSION",)
+"""Put statuses no retry fixes: the broker's write permission is wiped (read-only, a set being removed); the
+producer sends to another set."""
+
+
 class ProduceError(Exception):
     def __init__(self, status: str, remark: str) -> None:
         super().__init__(f"{status}: {remark}")
@@ -175,7 +180,7 @@ class Producer:
             return Attempt(
                 status,
                 remark,
-                fatal=r.status in (400, 413),
+                fatal=r.status in (400, 413) or status in REFUSED_FOR_GOOD,
                 master_hint=hint,
                 refresh=status == "SERVICE_NOT_AVAILABLE" and not hint,
             )
