@@ -106,6 +106,8 @@ class ControllerClient:
         headers: Mapping[str, str] | None = None,
         ssl: tls.SSLContext | None = None,
         bearer: bool = True,
+        proxy: str | None = None,
+        server_hostname: str | None = None,
     ) -> None:
         if not addresses:
             raise ValueError("at least one controller address is required")
@@ -115,6 +117,8 @@ class ControllerClient:
         self._token = token
         self._headers = request_headers(token, headers, bearer=bearer)
         self._ssl: tls.SSLContext | bool = True if ssl is None else ssl
+        self._proxy = proxy  # an HTTP(S) proxy for every request (a kubeconfig's proxy-url)
+        self._server_hostname = server_hostname  # the TLS name to expect (a kubeconfig's tls-server-name)
         self.timeout = timeout
         self.hedge_after = hedge_after
         self._session = session
@@ -157,7 +161,14 @@ class ControllerClient:
                 async with (
                     asyncio.timeout(limit),
                     self._http().request(
-                        method, url(addr, path), json=body, headers=headers, params=params, ssl=self._ssl
+                        method,
+                        url(addr, path),
+                        json=body,
+                        headers=headers,
+                        params=params,
+                        ssl=self._ssl,
+                        proxy=self._proxy,
+                        server_hostname=self._server_hostname,
                     ) as response,
                 ):
                     raw = await response.read()

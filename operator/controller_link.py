@@ -3,8 +3,9 @@ only (import-linter checks it). Reads the sync-state data; asks for designated e
 
 A `Route` says where the controller API is: `host:port` (in a pod, or a `--controller-url`), or, for an
 operator outside the cluster, the API server's service proxy (`ApiServerProxy`), with the kubeconfig's
-credentials and TLS settings. Through the proxy the admin token travels in `X-Brokergroup-Token` only: the
-API server takes `Authorization` as the caller's own credential and does not pass it on."""
+credentials, TLS settings, `proxy-url` and `tls-server-name`. Through the proxy the admin token travels in
+`X-Brokergroup-Token` only: the API server takes `Authorization` as the caller's own credential and does
+not pass it on."""
 
 from __future__ import annotations
 
@@ -40,6 +41,10 @@ class Route:
     ssl: ssl.SSLContext | None = None
     proxied: bool = False
     """Through the API server: the controller token goes in `X-Brokergroup-Token` only."""
+    proxy: str | None = None
+    """An HTTP(S) proxy in front of the API server (the kubeconfig's `proxy-url`)."""
+    server_hostname: str | None = None
+    """The name the API server's certificate is checked against (the kubeconfig's `tls-server-name`)."""
 
     @property
     def shown(self) -> str:
@@ -79,7 +84,14 @@ class ApiServerProxy:
             self._tls = tls_context(self.configuration)
         auth = self.configuration.auth_settings().get("BearerToken")
         headers = {"Authorization": str(auth["value"])} if auth and auth.get("value") else {}
-        return Route(self.server + service_proxy_path(namespace, service, port), headers, self._tls, proxied=True)
+        return Route(
+            self.server + service_proxy_path(namespace, service, port),
+            headers,
+            self._tls,
+            proxied=True,
+            proxy=getattr(self.configuration, "proxy", None) or None,
+            server_hostname=getattr(self.configuration, "tls_server_name", None) or None,
+        )
 
 
 class ControllerLink:
@@ -98,6 +110,8 @@ class ControllerLink:
             headers=r.headers,
             ssl=r.ssl,
             bearer=not r.proxied,
+            proxy=r.proxy,
+            server_hostname=r.server_hostname,
         )
 
     async def views(self, broker_sets: list[str]) -> dict[str, SetView]:
