@@ -6,6 +6,7 @@ and logged once. Reads return plain dicts.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Iterable
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes
+from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 
@@ -64,6 +66,15 @@ class Applied:
     @property
     def wrote(self) -> bool:
         return self.action != "unchanged"
+
+
+def api_message(exc: ApiException) -> str:
+    """The API server's own sentence from a refused call (its Status `message`), else the HTTP reason."""
+    try:
+        message = json.loads(exc.body or "{}").get("message")
+    except (ValueError, AttributeError):
+        message = None
+    return f"HTTP {exc.status} {message or exc.reason}"
 
 
 def describe(obj: dict[str, Any]) -> str:
@@ -124,11 +135,14 @@ class Kube:
         self._wrote("create" if live is None else "apply", obj)
         return Applied(action, result)
 
-    def delete(self, obj: dict[str, Any]) -> bool:
+    def delete(self, obj: dict[str, Any], *, orphan: bool = False) -> bool:
+        """Delete `obj`; with `orphan`, its dependents (a StatefulSet's pods) stay, unowned. False when gone."""
         meta = obj["metadata"]
         resource = self._resource(obj["apiVersion"], obj["kind"])
         try:
-            resource.delete(name=meta["name"], namespace=meta["namespace"], propagation_policy="Background")
+            resource.delete(
+                name=meta["name"], namespace=meta["namespace"], propagation_policy="Orphan" if orphan else "Background"
+            )
         except NotFoundError:
             return False
         self._wrote("delete", obj)
@@ -175,6 +189,10 @@ class Kube:
                 item.setdefault("kind", kind)
                 out.append(item)
         return out
+
+    def claims(self, namespace: str, bg: str) -> list[dict[str, Any]]:
+        """The PersistentVolumeClaims of `bg`'s pods (claim templates carry the children's labels)."""
+        return self.find("v1", "PersistentVolumeClaim", namespace, labels.children_selector(bg))
 
     def post_event(self, event: dict[str, Any]) -> None:
         """Create a Kubernetes Event (events.k8s.io/v1) built by `brokergroup.operator.events`."""

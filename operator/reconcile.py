@@ -20,7 +20,7 @@ from typing import Any, Literal, ParamSpec, TypeVar
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from brokergroup.operator import builders, conditions, elect, events, labels, names, status
+from brokergroup.operator import builders, conditions, elect, events, labels, names, release, resize, status
 from brokergroup.operator.builders.meta import Owner
 from brokergroup.operator.builders.secret import (
     admin_token,
@@ -30,7 +30,7 @@ from brokergroup.operator.builders.secret import (
 )
 from brokergroup.operator.conditions import Condition
 from brokergroup.operator.controller_link import ControllerLink, ControllerLinkError, api_server_proxy
-from brokergroup.operator.kube import Kube, describe
+from brokergroup.operator.kube import Kube, api_message, describe
 from brokergroup.operator.metrics import OperatorMetrics
 from brokergroup.operator.roles import Blocked, ElectAway, guard_scale_down
 from brokergroup.operator.settings import OperatorSettings
@@ -204,8 +204,12 @@ class Reconciler:
         # One listing of what exists serves the scale-down guard, the writes and the pruning.
         existing = await self.io(self.kube.owned, namespace, name)
         live = {(o["kind"], o["metadata"]["name"]): o for o in existing}
+        release_request = (meta.get("annotations") or {}).get(labels.RELEASE_SET_ANNOTATION)
+        if release_request is not None:
+            previous = await self._release_set(cycle, spec, previous, release_request)
         await self._guard_scale_downs(cycle, desired, live, token)
-        applied = await self._apply(cycle, desired, live)
+        desired, waiting = await self._resize_volumes(cycle, desired, live, previous)
+        applied = {**waiting, **await self._apply(cycle, desired, live)}
         await self._prune(cycle, desired, existing, previous)
         request = (meta.get("annotations") or {}).get(labels.ELECT_MASTER_ANNOTATION)
         if request is not None:
@@ -233,6 +237,12 @@ class Reconciler:
             extra_conditions=cycle.conditions,
             now=self.now(),
         )
+        storage = resize.applied_sizes(
+            applied.get(names.controller(name)),
+            (applied.get(names.broker_set(name, i)) for i in range(spec.brokers.sets)),
+        )
+        if storage:
+            new_status["storage"] = storage
         await self._write_status(cycle, stored, new_status)
         self.metrics.ready.labels(namespace, name).set(
             1 if (conditions.find(new_status["conditions"], conditions.READY) or {}).get("status") == "True" else 0
@@ -444,6 +454,100 @@ class Reconciler:
         else:
             entries.append({"name": broker_set, "lastElection": record})
         return {**previous, "brokerSets": entries}
+
+    async def _release_set(
+        self, cycle: Cycle, spec: BrokerGroupSpec, previous: dict[str, Any], request: str
+    ) -> dict[str, Any]:
+        """Handle `brokergroup.io/release-set=<set>` (`release`): mark the set released or refuse, post an
+        Event, remove the annotation. Returns the previous status with the release in place."""
+        meta = cycle.bg["metadata"]
+        decision = release.decide(meta["name"], spec.brokers.sets, request)
+        if isinstance(decision, release.Released):
+            cycle.events.append(events.Event("SetReleased", decision.message, "ReleaseSet"))
+            previous = release.apply(previous, decision.broker_set)
+        else:
+            cycle.events.append(events.Event("ReleaseSetRefused", decision.message, "ReleaseSet", "Warning"))
+        await self.io(
+            self.kube.merge_patch,
+            f"{names.GROUP}/{names.VERSION}",
+            names.KIND,
+            meta["namespace"],
+            meta["name"],
+            {"metadata": {"annotations": {labels.RELEASE_SET_ANNOTATION: None}}},
+        )
+        cycle.notes.append(f"answered release-set={request}: {decision.message}")
+        return previous
+
+    async def _resize_volumes(
+        self,
+        cycle: Cycle,
+        desired: list[dict[str, Any]],
+        live: dict[tuple[str, str], dict[str, Any]],
+        previous: dict[str, Any],
+    ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+        """A raised storage size: grow the claims, then re-create the StatefulSet (`resize`). Returns the
+        children to apply this pass and the StatefulSets left out of it (being re-created), by name."""
+        namespace, bg = cycle.bg["metadata"]["namespace"], cycle.bg["metadata"]["name"]
+        out: list[dict[str, Any]] = []
+        waiting: dict[str, dict[str, Any]] = {}
+        claims: list[resize.Claim] | None = None
+        # Once a size was raised, `StorageResized` is checked again while False and once per new generation
+        # (so `kubectl wait --for=condition=StorageResized` never reads an older generation's True).
+        last = conditions.find(previous.get("conditions"), resize.STORAGE_RESIZED)
+        generation = int(cycle.bg["metadata"].get("generation") or 1)
+        checking = last is not None and (last.get("status") != "True" or last.get("observedGeneration") != generation)
+        for obj in desired:
+            current = live.get((obj["kind"], obj["metadata"]["name"]))
+            if obj["kind"] != "StatefulSet" or current is None:
+                out.append(obj)
+                continue
+            name, size = obj["metadata"]["name"], resize.template_size(obj) or ""
+            if current["metadata"].get("deletionTimestamp"):  # orphaned last pass: create it once it is gone
+                waiting[name] = current
+                cycle.retry_reason = f"waiting for StatefulSet {name} to be deleted (its pods are kept)"
+                continue
+            step = resize.step(obj, current)
+            if step == "none":
+                out.append(obj)
+                continue
+            out.append(resize.with_template_of(obj, current))  # the rest of the spec still applies
+            if step == "shrink":
+                cycle.conditions.append(resize.shrink_refused(name, size, resize.template_size(current)))
+                continue
+            if claims is None:
+                claims = [resize.Claim.of(c) for c in await self.io(self.kube.claims, namespace, bg)]
+            replicas = int((current.get("spec") or {}).get("replicas") or 0)
+            try:
+                for claim in resize.to_raise(size, resize.claims_of(name, replicas, claims)):
+                    patch = {"spec": {"resources": {"requests": {"storage": size}}}}
+                    if await self.io(self.kube.merge_patch, "v1", "PersistentVolumeClaim", namespace, claim, patch):
+                        cycle.actions.append(f"raised PersistentVolumeClaim {claim} to {size}")
+            except ApiException as exc:
+                cond = resize.refused(name, size, api_message(exc))
+                old = conditions.find(previous.get("conditions"), resize.STORAGE_RESIZED) or {}
+                if (old.get("reason"), old.get("message")) != (cond.reason, cond.message):  # one Event per refusal
+                    cycle.events.append(events.Event(cond.reason, cond.message, "Resize", "Warning"))
+                cycle.conditions.append(cond)
+                continue
+            out.pop()
+            await self.io(self.kube.delete, current, orphan=True)
+            waiting[name] = current
+            cycle.actions.append(f"deleted StatefulSet {name} keeping its pods, to re-create it with {size} claims")
+            cycle.retry_reason = f"re-creating StatefulSet {name} with {size} claims"
+            checking = True
+        if checking:
+            found = await self.io(self.kube.claims, namespace, bg)
+            wanted = {
+                o["metadata"]["name"]: (resize.template_size(o) or "", int(o["spec"]["replicas"]))
+                for o in desired
+                if o["kind"] == "StatefulSet"
+            }
+            cond = resize.progress(wanted, [resize.Claim.of(c) for c in found], recreating=sorted(waiting))
+            if not any(c.type == resize.STORAGE_RESIZED for c in cycle.conditions):
+                cycle.conditions.append(cond)
+            if cond.status == "False" and cycle.retry_reason is None:
+                cycle.retry_reason = f"waiting for volumes to grow: {cond.message}"
+        return out, waiting
 
     async def _apply(
         self, cycle: Cycle, desired: list[dict[str, Any]], live: dict[tuple[str, str], dict[str, Any]]

@@ -50,16 +50,20 @@ class Resources(_Model):
 
 class Storage(_Model):
     size: Quantity = "1Gi"
-    """PersistentVolumeClaim size of each replica's data volume. Immutable (StatefulSet claim
-    templates cannot change); resize the PVCs by hand (docs/operations.md)."""
+    """PersistentVolumeClaim size of each replica's data volume.
+    May grow; it never shrinks below the claims' size (status.storage). The operator raises every claim's
+    request and re-creates the StatefulSet with the new template, keeping its pods (the StorageClass must
+    allow volume expansion; docs/operations.md, "Grow the data volumes")."""
     storage_class_name: str | None = None
     """StorageClass of the claims; unset means the cluster's default. Immutable."""
 
 
 class BrokerStorage(Storage):
     size: Quantity = "10Gi"
-    """PersistentVolumeClaim size of each broker replica's commit log. Immutable (StatefulSet claim
-    templates cannot change); resize the PVCs by hand (docs/operations.md)."""
+    """PersistentVolumeClaim size of each broker replica's commit log.
+    May grow; it never shrinks below the claims' size (status.storage). The operator raises every claim's
+    request and re-creates the StatefulSet with the new template, keeping its pods (the StorageClass must
+    allow volume expansion; docs/operations.md, "Grow the data volumes")."""
 
 
 class Replication(enum.Enum):

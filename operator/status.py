@@ -76,7 +76,8 @@ def broker_set_entries(bg: str, observed: Observed, previous: dict[str, Any]) ->
                 "name": sts.name,
                 "desiredReplicas": sts.desired,
                 "readyReplicas": sts.ready,
-                "holdsData": bool(entry.get("holdsData")) or sts.ready > 0,
+                # Released (brokergroup.io/release-set): not holding data, whatever ran, until it leaves the spec.
+                "holdsData": (bool(entry.get("holdsData")) or sts.ready > 0) and not entry.get("released"),
             }
         )
         entries.append(entry)

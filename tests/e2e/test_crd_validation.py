@@ -209,8 +209,6 @@ def test_the_longest_allowed_name_is_accepted(bg: BrokerGroups) -> None:
             {"controller": {"replicas": 5}},
             ["spec.controller.replicas", "controller.replicas is immutable (the Raft membership is static)"],
         ),
-        ({"controller": {"storage": {"size": "2Gi"}}}, ["spec.controller.storage.size", "is immutable"]),
-        ({"brokers": {"storage": {"size": "20Gi"}}}, ["spec.brokers.storage.size", "is immutable"]),
         (
             {"controller": {"storage": {"storageClassName": "fast"}}},
             ["spec.controller.storage.storageClassName", "controller.storage.storageClassName is immutable"],
@@ -224,6 +222,28 @@ def test_the_longest_allowed_name_is_accepted(bg: BrokerGroups) -> None:
 def test_immutable_fields_cannot_change(bg: BrokerGroups, change: dict[str, Any], fragments: list[str]) -> None:
     bg.created("fixed")
     refused(bg.patch("fixed", {"spec": change}), *fragments)
+
+
+@pytest.mark.parametrize(
+    ("part", "smaller", "larger"),
+    [("controller", "512Mi", "1.5Gi"), ("brokers", "9Gi", "10241Mi")],
+)
+def test_a_storage_size_grows_and_shrinks_only_back_to_the_claims_size(
+    bg: BrokerGroups, part: str, smaller: str, larger: str
+) -> None:
+    bg.created("sized")  # defaults: controller 1Gi, brokers 10Gi
+    before = bg.get("sized")["spec"][part]["storage"]["size"]
+    message = f"spec.{part}.storage.size cannot shrink below status.storage.{part}, the size of the claims"
+    refused(bg.patch("sized", {"spec": {part: {"storage": {"size": smaller}}}}), f"spec.{part}.storage.size", message)
+    assert bg.get("sized")["spec"][part]["storage"]["size"] == before
+    accepted(bg.patch("sized", {"spec": {part: {"storage": {"size": larger}}}}))
+    # No status yet (no operator here): the claims' size is unknown, so even the old size is refused.
+    refused(bg.patch("sized", {"spec": {part: {"storage": {"size": before}}}}), message)
+    # The operator reports the claims' size (a raise the volumes could not take): back down to it, not below.
+    accepted(bg.patch("sized", {"status": {"storage": {part: before}}}, subresource="status"))
+    refused(bg.patch("sized", {"spec": {part: {"storage": {"size": smaller}}}}), message)
+    accepted(bg.patch("sized", {"spec": {part: {"storage": {"size": before}}}}))
+    assert bg.get("sized")["spec"][part]["storage"]["size"] == before
 
 
 @pytest.mark.parametrize(

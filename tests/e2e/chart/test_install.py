@@ -123,7 +123,8 @@ FORBIDDEN = [
     (["create", "deployment", "x", "--image=busybox"], 'cannot create resource "deployments"'),
     (["run", "x", "--image=busybox", "--restart=Never"], 'cannot create resource "pods"'),
     (["delete", "brokergroup", "anything"], 'cannot delete resource "brokergroups"'),
-    (["get", "persistentvolumeclaims", "--all-namespaces"], 'cannot list resource "persistentvolumeclaims"'),
+    (["delete", "persistentvolumeclaims", "data-x-0"], 'cannot delete resource "persistentvolumeclaims"'),
+    (["get", "persistentvolumeclaims", "data-x-0"], 'cannot get resource "persistentvolumeclaims"'),
     (["get", "nodes"], 'cannot list resource "nodes"'),
     (["create", "clusterrolebinding", "x", "--clusterrole=cluster-admin", "--user=me"], "clusterrolebindings"),
     (["delete", "crd", "brokergroups.brokergroup.io"], 'cannot delete resource "customresourcedefinitions"'),
@@ -159,6 +160,7 @@ def test_granted_verbs_are_exactly_the_rules(
     ours = {
         "brokergroups.brokergroup.io", "brokergroups.brokergroup.io/status", "statefulsets.apps", "services",
         "configmaps", "secrets", "poddisruptionbudgets.policy", "networkpolicies.networking.k8s.io", "pods",
+        "persistentvolumeclaims",
         "events.events.k8s.io", "serviceaccounts", "roles.rbac.authorization.k8s.io",
         "rolebindings.rbac.authorization.k8s.io",
     }  # fmt: skip

@@ -207,6 +207,55 @@ def test_spec_changes_reach_the_children_and_delete_cleans_up(
     )
 
 
+def test_a_size_the_claims_cannot_take_is_refused_and_changes_nothing_else(
+    control_plane: ControlPlane, namespace: str, operator: OperatorProcess, dyn: DynamicClient
+) -> None:
+    """Raising the broker storage size while the claims cannot grow (here: no pod runs, so no claim is bound;
+    elsewhere a StorageClass without allowVolumeExpansion): the API server's refusal is in `StorageResized`
+    and one Warning Event; the StatefulSet and the claims keep their size; other changes still apply."""
+    name = "sized"
+    apply(control_plane, namespace, manifest(name, {"brokers": {"replicas": 1, "minInSyncReplicas": 1}}))
+    sts_name, claim = f"{name}-broker-0", f"data-{name}-broker-0-0"
+
+    def claim_request() -> str | None:
+        pvc = get(dyn, "v1", "PersistentVolumeClaim", namespace, claim)
+        return None if pvc is None else str(pvc["spec"]["resources"]["requests"]["storage"])
+
+    eventually("the StatefulSet controller made the claim", claim_request, timeout=60)
+    sts = get(dyn, "apps/v1", "StatefulSet", namespace, sts_name)
+    assert sts is not None
+    patch_spec(dyn, namespace, name, {"brokers": {"replicas": 2, "storage": {"size": "20Gi"}}})
+
+    def refused() -> dict[str, Any] | None:
+        cond = condition(dyn, namespace, name, "StorageResized")
+        return cond if cond.get("reason") == "ResizeRefused" else None
+
+    cond = eventually("StorageResized=False (ResizeRefused)", refused, timeout=60)
+    assert cond["status"] == "False", cond
+    assert cond["message"].startswith(f"growing the claims of {sts_name} to 20Gi was refused: HTTP 4"), cond
+    assert "allowVolumeExpansion" in cond["message"], cond
+    after = get(dyn, "apps/v1", "StatefulSet", namespace, sts_name)
+    assert after is not None and after["metadata"]["uid"] == sts["metadata"]["uid"], "the StatefulSet was re-created"
+    assert after["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"] == {"storage": "10Gi"}
+    assert after["spec"]["replicas"] == 2  # the rest of the change applied
+    assert claim_request() == "10Gi"
+    eventually("one ResizeRefused Event", lambda: event_reasons(dyn, namespace, name).count("ResizeRefused") == 1)
+    assert brokergroup(dyn, namespace, name)["status"]["storage"] == {"controller": "1Gi", "brokers": "10Gi"}
+    # The API server lets the spec go back to the claims' size (status.storage): nothing is left to grow.
+    patch_spec(dyn, namespace, name, {"brokers": {"storage": {"size": "10Gi"}}})
+    resized = eventually(
+        "StorageResized back to its size",
+        lambda: (lambda c: c if c.get("reason") != "ResizeRefused" else None)(
+            condition(dyn, namespace, name, "StorageResized")
+        ),
+        timeout=60,
+    )
+    # No claim is bound here, so none has a capacity yet: the condition names them instead of calling it done.
+    assert (resized["status"], resized["reason"]) == ("False", "Resizing"), resized
+    assert f"{claim} has no capacity of 10Gi" in resized["message"], resized
+    assert event_reasons(dyn, namespace, name).count("ResizeRefused") == 1
+
+
 def test_restart_with_nothing_changed_writes_nothing(
     control_plane: ControlPlane,
     namespace: str,
