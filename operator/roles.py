@@ -48,12 +48,19 @@ def pod_of_address(statefulset: str, address: str | None) -> str | None:
 
 
 def set_view(statefulset: str, info: ReplicasInfo) -> SetView:
-    members: list[Member] = []
+    """The controller's replicas of `statefulset`, one per pod. A pod whose volume was lost comes back empty and
+    registers under a new broker id at the same address, and the controller keeps the old id until it is
+    cleaned: the pod is the id the controller made master, else its alive id, else its newest one."""
+    by_pod: dict[str, Member] = {}
     for in_sync, replicas in ((True, info.in_sync_replicas), (False, info.not_in_sync_replicas)):
         for replica in replicas:
             pod = pod_of_address(statefulset, replica.broker_address)
-            if pod is not None:
-                members.append(Member(pod=pod, broker_id=replica.broker_id, alive=replica.alive, in_sync=in_sync))
+            if pod is None:
+                continue
+            member = Member(pod=pod, broker_id=replica.broker_id, alive=replica.alive, in_sync=in_sync)
+            if pod not in by_pod or _rank(member, info.master_broker_id) > _rank(by_pod[pod], info.master_broker_id):
+                by_pod[pod] = member
+    members = list(by_pod.values())
     return SetView(
         name=statefulset,
         master_pod=pod_of_address(statefulset, info.master_address),
@@ -62,6 +69,10 @@ def set_view(statefulset: str, info: ReplicasInfo) -> SetView:
         sync_state_set_epoch=info.sync_state_set_epoch,
         members=tuple(sorted(members, key=lambda m: names.pod_ordinal(statefulset, m.pod) or 0)),
     )
+
+
+def _rank(member: Member, master_broker_id: int | None) -> tuple[bool, bool, int]:
+    return member.broker_id == master_broker_id, member.alive, member.broker_id
 
 
 @dataclass(frozen=True)

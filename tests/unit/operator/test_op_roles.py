@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from brokergroup.controller.protocol import ReplicaIdentity, ReplicasInfo
-from brokergroup.operator import roles
+from brokergroup.operator import follow, roles
 from brokergroup.operator.roles import Blocked, ElectAway, Member, Proceed, SetView
 
 STS = "bg-broker-1"
@@ -113,6 +113,35 @@ def test_set_view_maps_members_and_master_sorted_by_ordinal() -> None:
 def test_set_view_orders_double_digit_ordinals_numerically() -> None:
     got = roles.set_view(STS, info(master=None, in_sync=[replica(10), replica(2), replica(0)]))
     assert [m.pod for m in got.members] == ["bg-broker-1-0", "bg-broker-1-2", "bg-broker-1-10"]
+
+
+def test_a_pod_that_came_back_empty_under_a_new_broker_id_is_one_member() -> None:
+    # Volumes lost: the old ids (1, 2) stay in the controller, dead; the pods registered again as 3 and 4.
+    old = [replica(0, alive=False, broker_id=1), replica(1, alive=False, broker_id=2)]
+    new = [replica(0, broker_id=3), replica(1, broker_id=4)]
+    no_master = roles.set_view(STS, info(master=None, in_sync=[old[0]], not_in_sync=[old[1], *new]))
+    assert no_master.members == (
+        Member("bg-broker-1-0", 3, alive=True, in_sync=False),
+        Member("bg-broker-1-1", 4, alive=True, in_sync=False),
+    )
+    # Once one is elected, the pod is the id the controller made master, even were an older id alive.
+    elected = ReplicasInfo(
+        master_broker_id=3,
+        master_address=addr(0),
+        master_epoch=5,
+        sync_state_set_epoch=8,
+        in_sync_replicas=[new[0]],
+        not_in_sync_replicas=[replica(0, broker_id=1), new[1], old[1]],
+    )
+    got = roles.set_view(STS, elected)
+    assert [(m.pod, m.broker_id, m.in_sync) for m in got.members] == [
+        ("bg-broker-1-0", 3, True),
+        ("bg-broker-1-1", 4, False),
+    ]
+    assert follow.set_status(got)["replicas"] == [
+        {"pod": "bg-broker-1-0", "brokerId": 3, "role": "master", "inSync": True, "alive": True},
+        {"pod": "bg-broker-1-1", "brokerId": 4, "role": "slave", "inSync": False, "alive": True},
+    ]
 
 
 def test_set_view_skips_addresses_that_are_not_pods_of_the_set() -> None:
