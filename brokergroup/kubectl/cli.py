@@ -1,4 +1,5 @@
-"""`kubectl-brokergroup`: status, switchover, pause, resume, fence, unfence, restart and report for one BrokerGroup.
+"""`kubectl-brokergroup`: status, switchover, pause, resume, fence, unfence, restart, remove-set and report for one
+BrokerGroup.
 
 Every refusal is one line on stderr and exit status 1 (2 for bad usage), with nothing changed.
 """
@@ -13,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from brokergroup.kubectl import render, snapshot, targets
+from brokergroup.kubectl import removeset, render, snapshot, targets
 from brokergroup.kubectl.kube import Kube, group_selector
 from brokergroup.kubectl.targets import PluginError
 from brokergroup.operator import labels, names
@@ -281,6 +282,13 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(run=restart)
     sub.add_parser("pause", parents=[common], help="stop reconciling the group").set_defaults(run=pause)
     sub.add_parser("resume", parents=[common], help="reconcile the group again").set_defaults(run=resume)
+    p = sub.add_parser(
+        "remove-set", parents=[common], help="stop the last set's writes, check it is drained, release and remove it"
+    )
+    p.add_argument("--force", action="store_true", help="skip the write stop and the drain check: drop what is left")
+    p.add_argument("--cancel", action="store_true", help="give the last set its writes back (after a refused try)")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the operator (default 300)")
+    p.set_defaults(run=removeset.remove_set)
     p = sub.add_parser("report", parents=[common], help="write a support bundle (tar.gz)")
     p.add_argument("-f", "--file", help="bundle path (default: <bg>-report-<time>.tar.gz)")
     p.add_argument("--operator-namespace", default="brokergroup-system", help="where the operator runs")

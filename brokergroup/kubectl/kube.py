@@ -88,7 +88,28 @@ class Kube:
         with api_errors(f"cannot annotate brokergroup {namespace}/{bg}"):
             self.custom.patch_namespaced_custom_object(names.GROUP, names.VERSION, namespace, names.PLURAL, bg, body)
 
+    def patch_spec(self, namespace: str, bg: str, spec: dict[str, Any]) -> None:
+        body = {"spec": spec}
+        with api_errors(f"cannot change brokergroup {namespace}/{bg}"):
+            self.custom.patch_namespaced_custom_object(names.GROUP, names.VERSION, namespace, names.PLURAL, bg, body)
+
     # Pods and children
+
+    def stateful_set_exists(self, namespace: str, name: str) -> bool:
+        try:
+            self.apps.read_namespaced_stateful_set(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise refusal(f"cannot read statefulset {namespace}/{name}", exc) from None
+        return True
+
+    def claims(self, namespace: str, selector: dict[str, str]) -> list[str]:
+        """Names of the PersistentVolumeClaims that `selector` matches."""
+        text = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+        with api_errors(f"cannot list persistentvolumeclaims in {namespace}"):
+            listing = self.core.list_namespaced_persistent_volume_claim(namespace, label_selector=text)
+        return sorted(str(c.metadata.name) for c in listing.items)
 
     def pod(self, namespace: str, pod: str) -> dict[str, Any] | None:
         try:
@@ -127,6 +148,14 @@ class Kube:
                 f"{pod}:{port}", namespace, path.lstrip("/"), _preload_content=False, _request_timeout=PROXY_TIMEOUT
             )
             return bytes(response.data)
+
+    def pod_get_json(self, namespace: str, pod: str, port: int, path: str) -> Any:
+        """GET `path` of `pod`:`port` through the pod proxy, as JSON."""
+        data = self.pod_get(namespace, pod, port, path)
+        try:
+            return json.loads(data)
+        except ValueError:
+            raise PluginError(f"GET {path} of pod {pod}: not JSON: {data[:200]!r}") from None
 
     def pod_put_json(
         self, namespace: str, pod: str, port: int, path: str, body: Mapping[str, Any], headers: Mapping[str, str]

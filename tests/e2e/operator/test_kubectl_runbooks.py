@@ -5,6 +5,7 @@ switchover, which the operator asks of the controllers with the admin token, suc
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -12,13 +13,15 @@ import re
 import subprocess
 from pathlib import Path
 
+import aiohttp
 import pytest
 from kubernetes.dynamic import DynamicClient
 
+from brokergroup.broker.client import Consumer, MasterFinder, ProduceError, Producer
 from tests.e2e.kubeenv import ControlPlane, eventually
 from tests.e2e.kubelet import Kubelet
 from tests.e2e.operator.conftest import StartOperator
-from tests.e2e.operator.helpers import apply, condition, get, manifest, roles
+from tests.e2e.operator.helpers import apply, brokergroup, condition, event_reasons, get, manifest, roles
 from tests.e2e.operator.test_kubectl_plugin import BG, SET, Plugin
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -66,7 +69,14 @@ def test_kubernetes_runbooks_run_as_written(
     tmp_path: Path,
 ) -> None:
     books = runbooks()
-    assert list(books) == ["Get the event logs out", "Rotate the admin token"], list(books)
+    # Volumes that grow, or that are lost for good, need a real node: realnode/test_operator.py runs those two.
+    assert list(books) == [
+        "Get the event logs out",
+        "Rotate the admin token",
+        "Recover a set whose replicas are all gone",
+        "Remove a broker set",
+        "Grow the data volumes",
+    ], list(books)
     start_operator("http://{cluster_ip}:9878")
     apply(control_plane, namespace, manifest(BG, {"brokers": {"replicas": 2}}))
     eventually("every pod Ready", lambda: condition(dyn, namespace, BG, "Ready").get("status") == "True", timeout=240)
@@ -105,3 +115,78 @@ def test_kubernetes_runbooks_run_as_written(
     other = f"{SET}-1" if master == f"{SET}-0" else f"{SET}-0"
     out = admin.ok(f"kubectl brokergroup switchover bg {other}")
     assert "operator answered: Elected" in out and "switchover done" in out, out
+
+
+async def produce_to(address: str, sts: str, bodies: list[bytes]) -> None:
+    async with aiohttp.ClientSession() as session:
+        producer = Producer(MasterFinder(broker_name=sts, master_address=address), session=session, deadline_s=30)
+        await producer.send("orders", bodies)
+
+
+async def read_and_commit(address: str, sts: str, group: str, count: int) -> list[bytes]:
+    """Up to `count` messages of `orders` for consumer group `group`, from its committed offset, then commit."""
+    async with aiohttp.ClientSession() as session:
+        consumer = Consumer(MasterFinder(broker_name=sts, master_address=address), group=group, session=session)
+        batch = await consumer.poll("orders", max_count=count)
+        await consumer.commit("orders")
+        return [m.body for m in batch]
+
+
+@pytest.mark.timeout(1200)
+def test_remove_a_broker_set_runbook(
+    control_plane: ControlPlane,
+    namespace: str,
+    kubelet: Kubelet,
+    start_operator: StartOperator,
+    dyn: DynamicClient,
+    tmp_path: Path,
+) -> None:
+    """ "Remove a broker set", literally, after the refusals a user meets first: the set's writes stop, a consumer
+    group still behind stops the command (it names the group; nothing is released; `--cancel` gives the writes
+    back), and once the group caught up the block releases and removes the set and deletes its claims."""
+    (block,) = runbooks()["Remove a broker set"]
+    start_operator("http://{cluster_ip}:9878")
+    apply(control_plane, namespace, manifest(BG, {"brokers": {"sets": 2, "replicas": 1, "minInSyncReplicas": 1}}))
+    eventually("every pod Ready", lambda: condition(dyn, namespace, BG, "Ready").get("status") == "True", timeout=240)
+    admin = Plugin(control_plane, control_plane.admin_kubeconfig, namespace, tmp_path)
+    last = f"{BG}-broker-1"
+    address = f"{(get(dyn, 'v1', 'Service', namespace, f'{last}-master') or {})['spec']['clusterIP']}:10911"
+    asyncio.run(produce_to(address, last, [f"m{i}".encode() for i in range(5)]))
+    assert asyncio.run(read_and_commit(address, last, "app", 2)) == [b"m0", b"m1"]
+
+    # Bad input first: nothing changes.
+    admin.refused("kubectl brokergroup remove-set nosuch", "brokergroup nosuch not found")
+    control_plane.kubectl("annotate", "-n", namespace, "bg", BG, f"brokergroup.io/release-set={BG}-broker-0")
+    eventually("ReleaseSetRefused", lambda: "ReleaseSetRefused" in event_reasons(dyn, namespace, BG), timeout=60)
+    assert brokergroup(dyn, namespace, BG)["status"]["setsHoldingData"] == 2
+
+    # A consumer group is behind: the command stops, names it, and leaves the set read-only.
+    line = admin.refused("kubectl brokergroup remove-set bg", f"{last} still holds 3 unconsumed messages")
+    assert "group app topic orders queue 0: 3" in line, line
+    with pytest.raises(ProduceError, match="read-only"):
+        asyncio.run(produce_to(address, last, [b"refused"]))
+    bg = brokergroup(dyn, namespace, BG)
+    assert bg["spec"]["brokers"]["sets"] == 2 and bg["status"]["setsHoldingData"] == 2
+    assert "released" not in next(e for e in bg["status"]["brokerSets"] if e["name"] == last)
+    out = admin.ok("kubectl brokergroup remove-set bg --cancel")
+    assert f"{last}-0 (master) takes writes again" in out, out
+    asyncio.run(produce_to(address, last, [b"m5"]))
+    assert asyncio.run(read_and_commit(address, last, "app", 100)) == [b"m2", b"m3", b"m4", b"m5"]
+
+    # The runbook, literally: released, removed, its claims deleted; the other set serves on.
+    out = run_block(admin, block)
+    assert "every consumer group has read everything" in out and f"{last} released by the operator" in out, out
+    assert "spec.brokers.sets: 2 -> 1" in out, out
+    assert f"{last} removed; its PersistentVolumeClaims are kept: data-{last}-0" in out, out
+    assert f'persistentvolumeclaim "data-{last}-0" deleted' in out, out
+    assert get(dyn, "apps/v1", "StatefulSet", namespace, last) is None
+    assert get(dyn, "v1", "Service", namespace, f"{last}-master") is None
+    assert get(dyn, "v1", "PersistentVolumeClaim", namespace, f"data-{last}-0") is None
+    bg = brokergroup(dyn, namespace, BG)
+    assert bg["spec"]["brokers"]["sets"] == 1 and bg["status"]["setsHoldingData"] == 1
+    assert [e["name"] for e in bg["status"]["brokerSets"]] == [f"{BG}-broker-0"]
+    assert "SetReleased" in event_reasons(dyn, namespace, BG)
+    eventually(
+        "Ready with one set", lambda: condition(dyn, namespace, BG, "Ready").get("status") == "True", timeout=120
+    )
+    admin.refused("kubectl brokergroup remove-set bg", "bg has one broker set, and a BrokerGroup keeps at least one")
