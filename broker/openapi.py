@@ -291,23 +291,11 @@ HAND_WRITTEN: dict[str, dict[str, Any]] = {
                 "address": {"type": "string", "description": "This broker's HTTP address."},
                 "haAddress": nullable("string", "The replication address; null before the broker has an id."),
                 "binaryAddress": nullable("string", "The binary client protocol's address; null when it is off."),
-                "role": {"type": "string", "enum": ["none", "master", "slave"]},
-                "fenced": {"type": "boolean", "description": "True until the controller told the broker its role."},
-                "adminFenced": {
-                    "type": "boolean",
-                    "description": "Fenced by an administrator (PUT /v1/admin/fence): no writes, no replication.",
-                },
+                **ROLE_VIEW,
                 "writable": {
-                    "type": "boolean",
-                    "description": "False while the write permission is wiped (PUT /v1/admin/write-permission): "
-                    "produces are refused with NO_PERMISSION, everything else goes on. Absent from brokers that "
-                    "predate it (writable).",
+                    **ROLE_VIEW["writable"],
+                    "description": ROLE_VIEW["writable"]["description"] + " Absent from brokers that predate it.",
                 },
-                "brokerId": nullable("integer"),
-                "masterBrokerId": nullable("integer"),
-                "masterAddress": nullable("string"),
-                "masterEpoch": INTEGER,
-                "writeLeaseRemainingMs": {"type": "integer", "description": "0 unless master."},
                 "store": ref("StoreStatus"),
                 "replication": {
                     "type": ["object", "null"],
