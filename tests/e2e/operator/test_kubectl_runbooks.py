@@ -22,7 +22,7 @@ from tests.e2e.kubeenv import ControlPlane, eventually
 from tests.e2e.kubelet import Kubelet
 from tests.e2e.operator.conftest import StartOperator
 from tests.e2e.operator.helpers import apply, brokergroup, condition, event_reasons, get, manifest, roles
-from tests.e2e.operator.test_kubectl_plugin import BG, SET, Plugin
+from tests.e2e.operator.test_kubectl_plugin import BG, SET, Plugin, viewer_role
 
 ROOT = Path(__file__).resolve().parents[3]
 OPERATIONS_MD = ROOT / "docs" / "operations.md"
@@ -117,18 +117,18 @@ def test_kubernetes_runbooks_run_as_written(
     assert "operator answered: Elected" in out and "switchover done" in out, out
 
 
-async def produce_to(address: str, sts: str, bodies: list[bytes]) -> None:
+async def produce_to(address: str, sts: str, bodies: list[bytes], topic: str = "orders") -> None:
     async with aiohttp.ClientSession() as session:
         producer = Producer(MasterFinder(broker_name=sts, master_address=address), session=session, deadline_s=30)
-        await producer.send("orders", bodies)
+        await producer.send(topic, bodies)
 
 
-async def read_and_commit(address: str, sts: str, group: str, count: int) -> list[bytes]:
-    """Up to `count` messages of `orders` for consumer group `group`, from its committed offset, then commit."""
+async def read_and_commit(address: str, sts: str, group: str, count: int, topic: str = "orders") -> list[bytes]:
+    """Up to `count` messages of `topic` for consumer group `group`, from its committed offset, then commit."""
     async with aiohttp.ClientSession() as session:
         consumer = Consumer(MasterFinder(broker_name=sts, master_address=address), group=group, session=session)
-        batch = await consumer.poll("orders", max_count=count)
-        await consumer.commit("orders")
+        batch = await consumer.poll(topic, max_count=count)
+        await consumer.commit(topic)
         return [m.body for m in batch]
 
 
@@ -153,13 +153,22 @@ def test_remove_a_broker_set_runbook(
     address = f"{(get(dyn, 'v1', 'Service', namespace, f'{last}-master') or {})['spec']['clusterIP']}:10911"
     asyncio.run(produce_to(address, last, [f"m{i}".encode() for i in range(5)]))
     assert asyncio.run(read_and_commit(address, last, "app", 2)) == [b"m0", b"m1"]
+    asyncio.run(produce_to(address, last, [b"a0"], topic="audit"))  # a topic no group has read yet
 
     # Bad input first: nothing changes.
     admin.refused("kubectl brokergroup remove-set nosuch", "brokergroup nosuch not found")
+    user = "viewer@example.com"
+    for doc in viewer_role(namespace, "bg-viewer", user, ["get", "list", "patch"]):
+        apply(control_plane, namespace, doc)
+    viewer = Plugin(control_plane, control_plane.user_kubeconfig(user), namespace, tmp_path)
+    viewer.refused("kubectl brokergroup remove-set bg", "cannot read secret", "bg-controller-auth", "forbidden (RBAC)")
     control_plane.kubectl("annotate", "-n", namespace, "bg", BG, f"brokergroup.io/release-set={BG}-broker-0")
     eventually("ReleaseSetRefused", lambda: "ReleaseSetRefused" in event_reasons(dyn, namespace, BG), timeout=60)
     assert brokergroup(dyn, namespace, BG)["status"]["setsHoldingData"] == 2
 
+    # A topic no group ever read from: the lag cannot vouch for it, so the command stops and names it.
+    admin.refused("kubectl brokergroup remove-set bg", "topics no consumer group has read from (audit)")
+    assert asyncio.run(read_and_commit(address, last, "auditor", 10, topic="audit")) == [b"a0"]
     # A consumer group is behind: the command stops, names it, and leaves the set read-only.
     line = admin.refused("kubectl brokergroup remove-set bg", f"{last} still holds 3 unconsumed messages")
     assert "group app topic orders queue 0: 3" in line, line

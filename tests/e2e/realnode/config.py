@@ -180,4 +180,5 @@ STORAGE_CLASS_MANIFEST = {
     "provisioner": PROVISIONER,
     "reclaimPolicy": "Delete",
     "volumeBindingMode": "WaitForFirstConsumer",
+    "allowVolumeExpansion": True,
 }

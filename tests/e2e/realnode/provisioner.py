@@ -3,7 +3,8 @@
 kube-controller-manager marks a claim of an out-of-tree class with `volume.kubernetes.io/storage-provisioner`,
 and once the scheduler has picked the node (WaitForFirstConsumer) with `volume.kubernetes.io/selected-node`.
 This makes a folder for each such claim and a PersistentVolume bound to it; when a volume of ours is Released
-(reclaim policy Delete), it removes the folder and the volume.
+(reclaim policy Delete), it removes the folder and the volume. It is the class's resizer too (the class allows
+expansion): a bound claim that asks for more gets it at once, as from a CSI driver that grows volumes online.
 
 Folders are mode 0777: hostPath volumes get no fsGroup ownership (real Kubernetes behaviour), and the
 project's pods run as uid 10001.
@@ -19,6 +20,7 @@ from typing import Any
 
 import kubernetes
 from kubernetes.client.exceptions import ApiException
+from kubernetes.utils import parse_quantity
 
 from tests.e2e.realnode.config import NODE_NAME, PROVISIONER, STORAGE_CLASS
 
@@ -58,6 +60,9 @@ class HostPathProvisioner:
     def sync(self) -> None:
         for claim in self.core.list_persistent_volume_claim_for_all_namespaces().items:
             annotations = claim.metadata.annotations or {}
+            if claim.spec.volume_name and claim.spec.storage_class_name == STORAGE_CLASS:
+                self._resize(claim)
+                continue
             if (
                 claim.spec.volume_name
                 or annotations.get(PROVISIONER_ANNOTATION) != PROVISIONER
@@ -109,6 +114,22 @@ class HostPathProvisioner:
         except ApiException as exc:
             if exc.status != 409:  # made in an earlier round, not yet bound
                 raise
+
+    def _resize(self, claim: Any) -> None:
+        """What an external resizer does for a volume whose filesystem needs no node step (a folder has no
+        size): a bound claim asks for more than its capacity, so the volume's capacity becomes the request,
+        then the claim's status says so."""
+        want = claim.spec.resources.requests["storage"]
+        have = (claim.status.capacity or {}).get("storage") if claim.status else None
+        if have is None or parse_quantity(want) <= parse_quantity(have):
+            return
+        self.core.patch_persistent_volume(claim.spec.volume_name, {"spec": {"capacity": {"storage": want}}})
+        self.core.patch_namespaced_persistent_volume_claim_status(
+            claim.metadata.name,
+            claim.metadata.namespace,
+            {"status": {"capacity": {"storage": want}, "conditions": None, "allocatedResourceStatuses": None}},
+        )
+        logger.info("provisioner: grew %s/%s to %s", claim.metadata.namespace, claim.metadata.name, want)
 
     def _delete(self, volume: Any) -> None:
         path = Path(volume.spec.host_path.path)

@@ -12,14 +12,17 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 import kubernetes
 import pytest
 import yaml
 from kubernetes.dynamic import DynamicClient
 
+from brokergroup.broker.client import MasterFinder, Producer
 from tests.e2e.helmchart import CHART
 from tests.e2e.installdocs import run_literally, section_commands, watch_literally
 from tests.e2e.kubeenv import ControlPlane, eventually
@@ -30,7 +33,9 @@ from tests.e2e.operator.convergence import (
     produce,
     recording,
 )
-from tests.e2e.operator.helpers import brokergroup, get, patch_spec
+from tests.e2e.operator.helpers import apply, brokergroup, condition, get, manifest, patch_spec
+from tests.e2e.operator.test_kubectl_plugin import Plugin
+from tests.e2e.operator.test_kubectl_runbooks import run_block, runbooks
 from tests.e2e.realnode.node import ROOT, RealNode
 
 RELEASE = "brokergroup"
@@ -362,6 +367,99 @@ def test_master_service_follows_failover_with_the_operator_running_paused_stoppe
     for done in phases:
         assert done.wrong_seconds <= HEARTBEAT_INTERVAL, done
         assert done.new_master_seconds <= 1.0, done
+
+
+async def send_one(address: str, sts: str, body: bytes) -> None:
+    async with aiohttp.ClientSession() as session:
+        producer = Producer(MasterFinder(broker_name=sts, master_address=address), session=session, deadline_s=60)
+        await producer.send("orders", [body])
+
+
+def lose_every_volume(cp: ControlPlane, dyn: DynamicClient, bg: str, sts: str) -> None:
+    """The disaster the recovery runbook is for: with reconciliation paused, the set scaled to 0, its claims
+    deleted (the provisioner deletes the volumes' folders), then the set back at its size, empty."""
+    selector = f"brokergroup.io/broker-set={sts}"
+    replicas = len(pods(dyn, selector))
+    cp.kubectl("annotate", "-n", NS, "bg", bg, "brokergroup.io/pause-reconciliation=true")
+    cp.kubectl("scale", "-n", NS, f"statefulset/{sts}", "--replicas=0")
+    eventually(f"{sts}'s pods gone", lambda: not pods(dyn, selector), timeout=120)
+    cp.kubectl("delete", "pvc", "-n", NS, "-l", selector, "--wait=true", "--timeout=120s", timeout=150)
+    cp.kubectl("scale", "-n", NS, f"statefulset/{sts}", f"--replicas={replicas}")
+    cp.kubectl("annotate", "-n", NS, "bg", bg, "brokergroup.io/pause-reconciliation-")
+
+
+@pytest.mark.timeout(3000)
+def test_grow_the_data_volumes_and_recover_a_lost_set_runbooks(
+    real_node: RealNode, group: float, node_dyn: DynamicClient, tmp_path: Path
+) -> None:
+    """docs/operations.md's "Grow the data volumes", run literally on a second group named `bg` (the runbooks'
+    name) in a namespace set as the context's: every broker claim grows (the node's StorageClass allows
+    expansion, its provisioner grows volumes), the StatefulSet carries the new template, and no pod restarts.
+    Then "Recover a set whose replicas are all gone" on the same group (its volumes deleted)."""
+    cp = plane(real_node)
+    small = {"requests": {"cpu": "50m", "memory": "96Mi"}}
+    brokers = {"replicas": 2, "storage": {"size": "1Gi"}, "resources": small}
+    spec = {"controller": {"resources": small}, "brokers": brokers}
+    apply(cp, NS, manifest("bg", spec))
+
+    def bg_ready() -> bool:
+        return condition(node_dyn, NS, "bg", "Ready").get("status") == "True"
+
+    try:
+        grow_and_recover(cp, node_dyn, tmp_path, bg_ready)
+    finally:
+        cp.kubectl("delete", "-n", NS, "bg", "bg", "--wait=true", "--timeout=120s", timeout=150, check=False)
+        eventually("bg's pods gone", lambda: not pods(node_dyn, "app.kubernetes.io/instance=bg"), timeout=180)
+
+
+def grow_and_recover(cp: ControlPlane, node_dyn: DynamicClient, tmp_path: Path, bg_ready: Callable[[], bool]) -> None:
+    eventually("BrokerGroup bg Ready", bg_ready, timeout=READY_TIMEOUT)
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods(node_dyn, "app.kubernetes.io/instance=bg")}
+    assert len(uids) == 5, uids
+    (block,) = runbooks()["Grow the data volumes"]
+    out = run_block(Plugin(cp, cp.admin_kubeconfig, NS, tmp_path), block, timeout=700).splitlines()
+    print("\n" + "\n".join(out))
+    assert any(line.split() == ["realnode-hostpath", "true"] for line in out), out
+    assert "brokergroup.brokergroup.io/bg patched" in out and "brokergroup.brokergroup.io/bg condition met" in out, out
+    table = {line.split()[0]: line.split()[1:] for line in out if line.startswith("data-")}
+    assert table == {
+        "data-bg-broker-0-0": ["20Gi", "20Gi"],
+        "data-bg-broker-0-1": ["20Gi", "20Gi"],
+        **{f"data-bg-controller-{i}": ["1Gi", "1Gi"] for i in range(3)},
+    }, out
+    sts = get(node_dyn, "apps/v1", "StatefulSet", NS, "bg-broker-0")
+    assert sts is not None and sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"] == {
+        "storage": "20Gi"
+    }
+    now = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods(node_dyn, "app.kubernetes.io/instance=bg")}
+    assert now == uids, "a pod was re-created"
+    eventually("BrokerGroup bg Ready after the resize", bg_ready, timeout=READY_TIMEOUT)
+
+    # -- Recover a set whose replicas are all gone ---------------------------------------------------------
+    service = get(node_dyn, "v1", "Service", NS, "bg-broker-0-master") or {}
+    address = f"{service['spec']['clusterIP']}:10911"
+    asyncio.run(send_one(address, "bg-broker-0", b"before-the-loss"))
+    assert asyncio.run(consume(address, "bg-broker-0")) == [b"before-the-loss"]
+    lose_every_volume(cp, node_dyn, "bg", "bg-broker-0")
+
+    def no_master() -> bool:
+        cond = condition(node_dyn, NS, "bg", "MastersElected")
+        return cond.get("status") == "False" and len(pods(node_dyn, "brokergroup.io/broker-set=bg-broker-0")) == 2
+
+    eventually("the empty replicas up and no master elected", no_master, timeout=READY_TIMEOUT)
+    (recover,) = runbooks()["Recover a set whose replicas are all gone"]
+    started = time.monotonic()
+    out = run_block(Plugin(cp, cp.admin_kubeconfig, NS, tmp_path), recover, timeout=2400).splitlines()
+    print("\n" + "\n".join(out) + f"\nrecovered in {time.monotonic() - started:.0f} s")
+    assert out.count("brokergroup.brokergroup.io/bg patched") == 2, out
+    assert out.count("brokergroup.brokergroup.io/bg condition met") == 2, out
+    assert any(line.startswith("Set bg-broker-0  master -") for line in out), out  # status: no master
+    assert brokergroup(node_dyn, NS, "bg")["spec"]["controller"]["electUncleanMaster"] is False
+    config = get(node_dyn, "v1", "ConfigMap", NS, "bg-config") or {}
+    assert "enable_elect_unclean_master = false" in config["data"]["controller.toml"]
+    # The set serves again, from an empty log: the message written before the loss is gone, as the runbook says.
+    asyncio.run(send_one(address, "bg-broker-0", b"after-the-loss"))
+    assert asyncio.run(consume(address, "bg-broker-0")) == [b"after-the-loss"]
 
 
 def test_delete_removes_the_group_and_uninstall_the_operator(

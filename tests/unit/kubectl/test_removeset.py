@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from brokergroup.kubectl.removeset import lag_summary
+from brokergroup.kubectl.removeset import lag_summary, unclaimed_topics
 from brokergroup.kubectl.targets import PluginError
 
 
@@ -27,3 +27,17 @@ def test_nothing_behind() -> None:
 def test_an_unexpected_reply_is_one_clear_error(reply: object) -> None:
     with pytest.raises(PluginError, match="unexpected consumer-lag reply"):
         lag_summary(reply)
+
+
+def test_topics_with_messages_no_group_read_are_named() -> None:
+    topics = {
+        "topics": {
+            "orders": [{"queueId": 0, "minOffset": 0, "maxOffset": 5}],
+            "audit": [{"queueId": 0, "minOffset": 0, "maxOffset": 0}, {"queueId": 1, "minOffset": 2, "maxOffset": 9}],
+            "expired": [{"queueId": 0, "minOffset": 7, "maxOffset": 7}],  # retention removed everything
+        }
+    }
+    lag = {"totalLag": 0, "groups": 1, "queues": [row("app", 0)]}
+    assert unclaimed_topics(topics, lag) == ["audit"]
+    with pytest.raises(PluginError, match="unexpected topics reply"):
+        unclaimed_topics({"topics": []}, lag)
