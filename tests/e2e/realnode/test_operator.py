@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -34,7 +35,7 @@ from tests.e2e.operator.convergence import (
     recording,
 )
 from tests.e2e.operator.helpers import apply, brokergroup, condition, get, manifest, patch_spec
-from tests.e2e.operator.test_kubectl_plugin import Plugin
+from tests.e2e.operator.test_kubectl_plugin import Plugin, doc_commands
 from tests.e2e.operator.test_kubectl_runbooks import run_block, runbooks
 from tests.e2e.realnode.node import ROOT, RealNode
 
@@ -395,7 +396,8 @@ def test_grow_the_data_volumes_and_recover_a_lost_set_runbooks(
     """docs/operations.md's "Grow the data volumes", run literally on a second group named `bg` (the runbooks'
     name) in a namespace set as the context's: every broker claim grows (the node's StorageClass allows
     expansion, its provisioner grows volumes), the StatefulSet carries the new template, and no pod restarts.
-    Then "Recover a set whose replicas are all gone" on the same group (its volumes deleted)."""
+    Then "Recover a set whose replicas are all gone" on the same group (its volumes deleted), and the kubectl
+    plugin's documented blocks (docs/operator.md) on it."""
     cp = plane(real_node)
     small = {"requests": {"cpu": "50m", "memory": "96Mi"}}
     brokers = {"replicas": 2, "storage": {"size": "1Gi"}, "resources": small}
@@ -460,6 +462,48 @@ def grow_and_recover(cp: ControlPlane, node_dyn: DynamicClient, tmp_path: Path, 
     # The set serves again, from an empty log: the message written before the loss is gone, as the runbook says.
     asyncio.run(send_one(address, "bg-broker-0", b"after-the-loss"))
     assert asyncio.run(consume(address, "bg-broker-0")) == [b"after-the-loss"]
+    plugin_blocks(cp, node_dyn, tmp_path)
+
+
+def plugin_blocks(cp: ControlPlane, node_dyn: DynamicClient, tmp_path: Path) -> None:
+    """docs/operator.md's `kubectl brokergroup` blocks, literally and in order, on the real node's group `bg`
+    (the docs' name; the test kubelet runs them too, in test_kubectl_plugin.py)."""
+    admin = Plugin(cp, cp.admin_kubeconfig, NS, tmp_path)
+    lines = doc_commands(ROOT / "docs" / "operator.md", "## kubectl plugin", "\n## ")
+    status, status_json, switchover, pause, resume, report = lines[:6]
+    fence, restart_fenced, unfence, restart_master = lines[6:]
+
+    def both_in_sync() -> bool:
+        replicas = json.loads(admin.ok(status_json))["sets"][0]["replicas"]
+        return len(replicas) == 2 and all(r["in_sync"] and r["lag"] is not None for r in replicas)
+
+    eventually("both replicas in the sync-state set", both_in_sync, timeout=180, interval=1)
+    masters = json.loads(admin.ok(status_json))["sets"][0]["master"]
+    if masters == "bg-broker-0-1":  # the block's switchover names it: make it a slave first
+        admin.ok("kubectl brokergroup switchover bg bg-broker-0-0")
+        eventually("both replicas in the sync-state set", both_in_sync, timeout=180, interval=1)
+    assert "bg-broker-0" in admin.ok(status)
+    assert "switchover done" in admin.ok(switchover)
+    assert json.loads(admin.ok(status_json))["sets"][0]["master"] == "bg-broker-0-1"
+    assert "paused" in admin.ok(pause) and "resumed" in admin.ok(resume)
+    assert admin.ok(report).startswith("wrote bg-report.tar.gz")
+    assert (tmp_path / "bg-report.tar.gz").stat().st_size > 0
+    eventually("both replicas in the sync-state set", both_in_sync, timeout=180, interval=1)
+    admin.ok("kubectl brokergroup switchover bg bg-broker-0-0")  # the fencing block fences a slave
+    eventually("both replicas in the sync-state set", both_in_sync, timeout=180, interval=1)
+    out = admin.ok(fence)
+    assert "bg-broker-0-1 (slave) fenced" in out and "bg-broker-0-1 is out of the sync-state-set" in out, out
+    assert "running again (fenced" in admin.ok(restart_fenced)
+    out = admin.ok(unfence)
+    assert "bg-broker-0-1 (slave) unfenced" in out and "back in the sync-state-set" in out, out
+    eventually("both replicas in the sync-state set", both_in_sync, timeout=180, interval=1)
+    eventually(  # restart refuses while the operator counts a replica of the set not ready
+        "the operator counts both ready",
+        lambda: brokergroup(node_dyn, NS, "bg")["status"]["brokerSets"][0].get("readyReplicas") == 2,
+        timeout=120,
+    )
+    out = admin.ok(restart_master)
+    assert "switching over to bg-broker-0-1 first" in out and "Ready again: restart done" in out, out
 
 
 def test_delete_removes_the_group_and_uninstall_the_operator(
