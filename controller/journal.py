@@ -34,6 +34,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, overload
 
+from brokergroup.common.durable import write_synced
+
 logger = logging.getLogger(__name__)
 
 LOG = "log"
@@ -100,14 +102,7 @@ class OsDisk:
 
     def replace(self, name: str, data: bytes) -> None:
         tmp = self.directory / f"{name}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_synced(tmp, data, 0o600)
         old = self._fds.pop(name, None)
         if old is not None:
             os.close(old)

@@ -36,11 +36,9 @@ def durable_mkdir(directory: Path) -> None:
         raise NotADirectoryError(f"{directory} exists and is not a folder")
 
 
-def replace_durably(path: Path, data: bytes) -> None:
-    """Make `path` hold `data`, old or new whole after any crash: write `<name>.tmp`, fsync it, rename it
-    over `path`, fsync the folder. A reader should delete a leftover `<name>.tmp` (a torn write)."""
-    temp = path.with_name(path.name + ".tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def write_synced(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Create or truncate `path`, write all of `data` and fsync it (the first half of a durable replace)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         view = memoryview(data)
         while view:
@@ -48,5 +46,12 @@ def replace_durably(path: Path, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def replace_durably(path: Path, data: bytes) -> None:
+    """Make `path` hold `data`, old or new whole after any crash: write `<name>.tmp`, fsync it, rename it
+    over `path`, fsync the folder. A reader should delete a leftover `<name>.tmp` (a torn write)."""
+    temp = path.with_name(path.name + ".tmp")
+    write_synced(temp, data)
     temp.replace(path)
     fsync_path(path.parent, directory=True)
