@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,14 +17,12 @@ from typing import Any
 from brokergroup.kubectl import removeset, render, snapshot, targets
 from brokergroup.kubectl.kube import Kube, group_selector
 from brokergroup.kubectl.targets import PluginError
+from brokergroup.kubectl.waiting import now as _now
+from brokergroup.kubectl.waiting import wait as _wait
 from brokergroup.operator import labels, names
 from brokergroup.operator.builders.secret import BROKER_TOKEN_KEY
 
 PROG = "kubectl brokergroup"
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%H:%M:%S.%f")[:-3]
 
 
 def status(kube: Kube, args: argparse.Namespace) -> int:
@@ -54,16 +52,6 @@ def _broker_replies(kube: Kube, ns: str, name: str, pods: list[str]) -> dict[str
     }
     asked = kube.broker_statuses(ns, [pod for pod in pods if pod in running])
     return {pod: asked.get(pod, "pod is not running") for pod in pods}
-
-
-def _wait(what: str, deadline: float, check: Callable[[], Any], last: Callable[[], str]) -> Any:
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise PluginError(f"timed out waiting until {what}; last seen: {last()}")
-        time.sleep(0.5)
 
 
 def switchover(kube: Kube, args: argparse.Namespace) -> int:

@@ -17,20 +17,16 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from brokergroup.kubectl.kube import Kube
 from brokergroup.kubectl.targets import PluginError, set_entry
+from brokergroup.kubectl.waiting import now as _now
+from brokergroup.kubectl.waiting import wait as _wait
 from brokergroup.operator import labels, names, release
 from brokergroup.operator.builders.secret import BROKER_TOKEN_KEY
 
 WHY = "kubectl brokergroup remove-set"
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%H:%M:%S.%f")[:-3]
 
 
 def lag_summary(reply: Any, limit: int = 5) -> tuple[int, str]:
@@ -88,13 +84,6 @@ def _master(kube: Kube, namespace: str, bg: dict[str, Any], set_name: str, runni
         return str(master)
     replies = kube.broker_statuses(namespace, running)
     return next((p for p, r in replies.items() if isinstance(r, dict) and r.get("role") == "master"), running[0])
-
-
-def _wait(what: str, deadline: float, check: Callable[[], bool]) -> None:
-    while not check():
-        if time.monotonic() > deadline:
-            raise PluginError(f"timed out waiting until {what}")
-        time.sleep(1.0)
 
 
 def remove_set(kube: Kube, args: argparse.Namespace) -> int:
