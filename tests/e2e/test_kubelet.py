@@ -267,17 +267,24 @@ def test_grace_period_then_sigkill(kubelet: Kubelet, kubectl: Kubectl, namespace
         "spec": {
             "terminationGracePeriodSeconds": 2,
             "containers": [
-                {"name": "main", "image": "x", "command": ["sh", "-c", "trap '' TERM; while true; do sleep 0.1; done"]}
+                {"name": "main", "image": "x", "command": ["sh", "-c", "trap '' TERM; echo trap-$((6 * 7)); while true; do sleep 0.1; done"]}
             ],
         },
     }
     apply(kubectl, namespace, pod)
     eventually("stubborn runs", lambda: core.read_namespaced_pod("stubborn", namespace).status.phase == "Running")
+    # Running means the shell was started, not that it has reached its trap: a SIGTERM before the trap ends it at once
+    # (exit 143, the CI failure at 0.2 s). The shell says when the trap is set; the kubelet's log header holds the
+    # command line, so the shell prints a value it computes, not one written in its command.
+    eventually("stubborn ignores SIGTERM", lambda: "trap-42" in kubelet.logs("stubborn"))
     started = time.monotonic()
     core.delete_namespaced_pod("stubborn", namespace)
     eventually("stubborn is gone", lambda: not core.list_namespaced_pod(namespace).items, timeout=30)
     took = time.monotonic() - started
-    assert 2 <= took < 6, f"SIGTERM ignored: SIGKILL after the 2 s grace period, took {took:.1f} s"
+    # Not before the pod's 2 s grace period, and under the test kubelet's 10 s cap on any grace period (what a
+    # kubelet ignoring the pod's would take). The margin above 2 s is the kubelet's watch, the kill, the pod's
+    # deletion and this test's polling, each slower on a loaded machine.
+    assert 2 <= took < 9, f"SIGTERM ignored: SIGKILL after the 2 s grace period, took {took:.1f} s"
     assert "exited with 137" in kubelet.work_dir.joinpath("kubelet.log").read_text()
 
 
