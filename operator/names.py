@@ -14,6 +14,8 @@ CONTROLLER_RAFT_PORT: Final = 9877
 CONTROLLER_API_PORT: Final = 9878
 BROKER_PORT: Final = 10911
 BROKER_HA_PORT: Final = 10912
+BROKER_BINARY_PORT: Final = 10909
+"""The binary client port (RocketMQ's brokers listen on 10909 beside 10911 too, for their fast channel)."""
 
 _ORDINAL = re.compile(r"0|[1-9][0-9]*")
 

@@ -9,7 +9,9 @@ builders get typed values. A spec the model refuses (an older CRD without a rule
 from __future__ import annotations
 
 import enum
-from typing import Annotated, Any
+import re
+from decimal import ROUND_CEILING, Decimal
+from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
@@ -31,6 +33,25 @@ class _Model(BaseModel):
 
 
 Quantity = Annotated[str, Field(pattern=QUANTITY)]
+
+_SUFFIX: Final[dict[str, int | Decimal]] = {
+    "": 1, "m": Decimal("0.001"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+}  # fmt: skip
+SEGMENT_SIZE: Final = "64Mi"
+"""The brokers' commit-log segment size (the broker's default `store.segment_size`; the operator sets none)."""
+BROKER_MIN_FREE_DISK: Final = "128Mi"
+"""The broker's default `store.min_free_disk_bytes`, used when `brokers.minFreeDisk` is unset."""
+
+
+def quantity_bytes(quantity: str) -> int:
+    """A quantity the CRD's pattern admits ("50Gi", "1.5G", "0") as whole bytes, rounded up (the
+    kubernetes client's parse_quantity is not for pure cores; the pattern leaves nothing else to parse)."""
+    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([a-zA-Z]*)", quantity)
+    if match is None or match.group(2) not in _SUFFIX:
+        raise ValueError(f"{quantity!r} is not a quantity such as 50Gi")
+    value = Decimal(match.group(1)) * _SUFFIX[match.group(2)]
+    return int(value.to_integral_value(rounding=ROUND_CEILING))
 
 
 class Resources(_Model):
@@ -122,6 +143,43 @@ class BrokersSpec(_Model):
     retention_hours: Annotated[int, Field(ge=1, le=87_600)] | None = None
     """Delete whole commit-log segments last written longer ago than this many hours (RocketMQ fileReservedTime;
     only confirmed segments, never the one being written). Unset: keep everything."""
+    retention_size: Quantity | None = None
+    """Delete the oldest whole commit-log segments while a replica's commit log is bigger than this (the
+    brokers' store.retention_bytes; only confirmed segments, never the one being written), e.g. 50Gi. At least
+    one segment (64Mi); with one segment being written and minFreeDisk it must fit in storage.size. Unset: no
+    size limit."""
+    min_free_disk: Quantity | None = None
+    """Refuse puts (SERVICE_NOT_AVAILABLE, "disk full") while a replica's volume has less free space than this;
+    writing resumes by itself once retention or an operator frees space (the brokers' store.min_free_disk_bytes).
+    0 turns the check off. Below storage.size. Unset: the brokers' default, 128Mi."""
+    sync_from_last_file: bool = False
+    """A replica copying its master's log from scratch (a new or wiped volume, or one behind the master's
+    retention) starts at the master's last segment instead of its first (RocketMQ syncFromLastFile, the brokers'
+    ha.sync_from_last_file): ready sooner, with less history for consumers reading from it."""
+
+    @model_validator(mode="after")
+    def _disk(self) -> BrokersSpec:
+        # The CRD's CEL rules on spec.brokers say the same.
+        size = quantity_bytes(self.storage.size)
+        free = quantity_bytes(self.min_free_disk if self.min_free_disk is not None else BROKER_MIN_FREE_DISK)
+        if self.min_free_disk is not None and free >= size:
+            raise ValueError(
+                f"brokers.minFreeDisk ({self.min_free_disk}) must be below brokers.storage.size ({self.storage.size})"
+            )
+        if self.retention_size is not None:
+            kept = quantity_bytes(self.retention_size)
+            if kept < quantity_bytes(SEGMENT_SIZE):
+                raise ValueError(
+                    f"brokers.retentionSize ({self.retention_size}) must be at least one commit-log segment "
+                    f"({SEGMENT_SIZE}): retention deletes whole segments and never the one being written"
+                )
+            if kept + quantity_bytes(SEGMENT_SIZE) + free > size:
+                raise ValueError(
+                    f"brokers.retentionSize ({self.retention_size}) + one segment being written ({SEGMENT_SIZE}) + "
+                    f"brokers.minFreeDisk ({self.min_free_disk or BROKER_MIN_FREE_DISK}) must fit in "
+                    f"brokers.storage.size ({self.storage.size}): the disk would be full before retention deletes"
+                )
+        return self
 
     @model_validator(mode="after")
     def _in_sync(self) -> BrokersSpec:

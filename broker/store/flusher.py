@@ -3,9 +3,9 @@ FlushRealTimeService, reference §4.6).
 
 - SYNC: every appended byte is fsynced as soon as possible, whoever appended it: a master's put
   or a slave's replicated frame (`append_raw`; the store's append listener wakes the flusher).
-  One flush runs at a time, in a worker thread; it covers everything appended before it started,
-  and everything appended while it runs is covered by the next one, so N appends in flight cost
-  about two fsyncs, not N. `wait_flushed(offset)` parks a put until a flush covers `offset`;
+  One flush runs at a time, in a worker thread; it covers everything appended before its fsync
+  started, and everything appended while it runs is covered by the next one, so N appends in
+  flight cost about two fsyncs, not N. `wait_flushed(offset)` parks a put until a flush covers `offset`;
   after `timeout_ms` it answers False (the caller answers FLUSH_DISK_TIMEOUT; the message stays
   in the log). A slave acknowledges only flushed bytes (`MessageStore.ackable_offset`, the
   store's flush listeners tell it when to ack): RocketMQ's slaves flush every 10 ms but
@@ -21,8 +21,16 @@ is the flusher's own (`FlushWorker`, one per flusher, started and stopped with i
 queue hand-over and one `call_soon_threadsafe`, not an executor round trip (`asyncio.to_thread`:
 a context copy, an executor work item and two chained futures per flush, measured ~6 % of a
 slave's CPU under sync load). Every completed flush answers every waiter it covers at once
-(`_answer`); a put appended while a flush runs is covered by the next flush, since only the
-bytes appended before `prepare_flush()` are known to be in the fsync.
+(`_answer`). The job reads the log's end in its thread right before it fsyncs (`FlushTicket`), so
+a put appended between `prepare_flush()` and the fsync's start (the hand-over to the thread) is
+covered by this flush, not the next one; a put appended once the fsync runs waits for the next.
+
+Index checkpoints (message_store.py): the flusher registers itself as the store's runner on
+`start()`; each periodic checkpoint is copied on the event loop (cheap), its files written in the
+flusher's second thread (`index-checkpoint`, so that a slow checkpoint never delays a flush), and
+completed on the event loop. `stop()` waits for one in progress (up to `timeout_ms`). The store's
+periodic confirm checkpoints (two fsyncs and a rename every 200 ms) run in that thread too between
+`start()` and `stop()` (`FlushWorker.submit`; checkpoint.py says why a truncation stays safe).
 
 A failed fsync (OSError) is sticky: Linux may drop the dirty pages and report a later fsync as
 successful, so after one failure every `wait_flushed` answers False (in both modes) and nothing
@@ -43,10 +51,13 @@ import logging
 import queue
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from brokergroup.broker.settings import FlushMode
 from brokergroup.broker.store.segments import FlushTicket
+
+if TYPE_CHECKING:
+    from brokergroup.broker.store.message_store import IndexCheckpointJob
 
 logger = logging.getLogger(__name__)
 
@@ -70,11 +81,31 @@ class Flushable(Protocol):
     def add_append_listener(self, listener: Callable[[int], None]) -> None: ...
 
 
+@runtime_checkable
+class IndexCheckpointing(Protocol):
+    """A store whose index checkpoints the flusher writes in a thread of its own (`MessageStore`)."""
+
+    def set_index_checkpoint_runner(self, runner: Callable[[IndexCheckpointJob], None] | None) -> None: ...
+
+    def complete_index_checkpoint(self, job: IndexCheckpointJob) -> None: ...
+
+
+@runtime_checkable
+class ConfirmCheckpointing(Protocol):
+    """A store whose periodic confirm checkpoints the flusher writes in a thread (`MessageStore`)."""
+
+    def set_confirm_checkpoint_runner(
+        self,
+        runner: Callable[[Callable[[], None]], None] | None,
+        lock: contextlib.AbstractContextManager[object] | None = None,
+    ) -> None: ...
+
+
 async def run_in_worker_thread(job: Callable[[], None]) -> None:
     await asyncio.to_thread(job)
 
 
-_Job = tuple[Callable[[], None], asyncio.AbstractEventLoop, asyncio.Future[None]]
+_Job = tuple[Callable[[], None], asyncio.AbstractEventLoop | None, asyncio.Future[None] | None]
 
 
 def _settle(future: asyncio.Future[None], error: OSError | None) -> None:
@@ -106,6 +137,11 @@ class FlushWorker:
         self._jobs.put((job, loop, future))
         await future
 
+    def submit(self, job: Callable[[], None]) -> None:
+        """Run `job` in the thread, nobody waiting for it (it must not raise); dropped if closed."""
+        if not self._closed:
+            self._jobs.put((job, None, None))
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
@@ -122,6 +158,8 @@ class FlushWorker:
             except Exception as raised:  # a bug, not an fsync error: counted as a failed fsync, never as done
                 logger.exception("flush job failed")
                 error = OSError(f"flush job failed: {raised!r}")
+            if loop is None or future is None:  # submitted: nobody waits
+                continue
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
                 loop.call_soon_threadsafe(_settle, future, error)
 
@@ -148,6 +186,8 @@ class GroupCommitFlusher:
         self.timeout_s = timeout_ms / 1000
         self._run_in_thread = run_in_thread
         self._worker: FlushWorker | None = None
+        self._index_worker: FlushWorker | None = None
+        self._index_task: asyncio.Task[None] | None = None
         self._waiters: list[tuple[int, asyncio.Future[bool]]] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -175,6 +215,13 @@ class GroupCommitFlusher:
             self._run_in_thread = self._worker
         if self.mode is FlushMode.SYNC:
             self.store.add_append_listener(self._appended)
+        if isinstance(self.store, IndexCheckpointing):
+            self._index_worker = FlushWorker("index-checkpoint")
+            self.store.set_index_checkpoint_runner(self._index_checkpoint_due)
+        if isinstance(self.store, ConfirmCheckpointing):
+            if self._index_worker is None:
+                self._index_worker = FlushWorker("index-checkpoint")
+            self.store.set_confirm_checkpoint_runner(self._index_worker.submit, threading.Lock())
         self._task = self._loop.create_task(self._run(), name=f"flusher-{self.mode.value}")
 
     async def stop(self) -> None:
@@ -187,9 +234,39 @@ class GroupCommitFlusher:
             await asyncio.wait_for(self._task, self.timeout_s)
         except TimeoutError:
             logger.warning("flusher did not finish its last flush within %.3f s; stopped anyway", self.timeout_s)
+        if isinstance(self.store, IndexCheckpointing):
+            self.store.set_index_checkpoint_runner(None)
+        if isinstance(self.store, ConfirmCheckpointing):
+            self.store.set_confirm_checkpoint_runner(None)  # a job queued still runs, checked (checkpoint.py)
+        if self._index_task is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._index_task), self.timeout_s)
+        if self._index_worker is not None:
+            self._index_worker.close()
         if self._worker is not None:
             self._worker.close()
         self._answer_all()
+
+    def _index_checkpoint_due(self, job: IndexCheckpointJob) -> None:
+        """The store's index checkpoint runner (on the event loop, from `set_confirm_offset`): the
+        job runs in the flusher's index thread, not in the flush thread (a slow checkpoint must not
+        delay flushes), and completes on the event loop."""
+        assert self._loop is not None
+        self._index_task = self._loop.create_task(self._index_checkpoint(job), name="index-checkpoint")
+
+    async def _index_checkpoint(self, job: IndexCheckpointJob) -> None:
+        try:
+            if self._index_worker is not None:
+                await self._index_worker(job.run)  # job.run never raises: its outcome stays in the job
+        except RuntimeError:  # the worker closed first: the job did not run
+            pass
+        finally:
+            self._index_task = None
+            assert isinstance(self.store, IndexCheckpointing)
+            try:
+                self.store.complete_index_checkpoint(job)
+            except Exception:
+                logger.exception("index checkpoint failed")
 
     async def wait_flushed(self, offset: int) -> bool:
         """True once the log is durable up to `offset` (SYNC) or at once (ASYNC); False on

@@ -9,16 +9,23 @@ values per queue, group and producer). File format, like head.py ('\\n' the only
                    "queues": [[topic, queueId, base, fileBase, count], ...],
                    "groups": [[group, topic, queueId, offset], ...],
                    "history": [[group, topic, queueId, [[recordOffset, value], ...]], ...],
-                   "producers": [[id, lastSeq, [[seq, commitOffset, size, queueOffset], ...]], ...]}
+                   "producers": [[id, lastSeq, [[seq, commitOffset, size, queueOffset], ...]], ...],
+                   "synced": int}   (optional)
 
 A queue's files hold the entries of queue offsets `[fileBase, fileBase + count)` (more bytes after
 them are a torn or unreferenced write); the queue's live entries are `[base, fileBase + count)`
 (`base >= fileBase`: retention raised it, the file's head is reclaimed when the file is rewritten).
+`synced`, when present, is a log offset (an item boundary) up to which the commit log had been
+fsynced when the checkpoint was written: opening the log need not verify the bytes before it
+(segments.py, "Recovery on open"). A checkpoint without it (older) only costs that verification.
 `decode_checkpoint` raises ValueError or TypeError naming what is wrong.
 """
 
 from __future__ import annotations
 
+import json
+import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -55,9 +62,13 @@ class CheckpointDoc:
     group_offsets: dict[tuple[str, str, int], int]
     group_history: dict[tuple[str, str, int], list[tuple[int, int]]]
     producers: tuple[ProducerState, ...]
+    synced: int | None = None
+    """The commit log was fsynced up to here (an item boundary) when this was written; None: unknown."""
 
 
-def encode_checkpoint_doc(doc: CheckpointDoc) -> bytes:
+def encode_checkpoint_doc(doc: CheckpointDoc, producer_rows: Sequence[str] | None = None) -> bytes:
+    """The file's bytes; `producer_rows`, if given, are the producers already encoded, one JSON
+    array per producer (`ProducerCapture.rows`), used instead of `doc.producers`."""
     document = {
         "version": VERSION,
         "offset": doc.offset,
@@ -66,9 +77,28 @@ def encode_checkpoint_doc(doc: CheckpointDoc) -> bytes:
         "queues": [[t, q, s.base, s.file_base, s.count] for (t, q), s in sorted(doc.queues.items())],
         "groups": [[g, t, q, offset] for (g, t, q), offset in sorted(doc.group_offsets.items())],
         "history": [[g, t, q, [list(h) for h in history]] for (g, t, q), history in sorted(doc.group_history.items())],
-        "producers": [[p.producer_id, p.last_seq, [list(r) for r in p.recent]] for p in doc.producers],
     }
-    return crcjson.encode(document)
+    if doc.synced is not None:
+        document["synced"] = doc.synced
+    # The producers (up to ~a million positions) are encoded one producer at a time, so that a
+    # thread writing a checkpoint lets the event loop run between them (one json.dumps of all of
+    # them would hold the GIL for its whole duration).
+    head = json.dumps(document, separators=(",", ":"), ensure_ascii=True)
+    if producer_rows is None:
+        producer_rows = [
+            json.dumps([p.producer_id, p.last_seq, [list(r) for r in p.recent]], separators=(",", ":"))
+            for p in doc.producers
+        ]
+    # crcjson's framing (crcjson.decode reads it), built from small parts: one copy of the ~30 MB
+    # worst case at the end instead of several (each a single C call that holds the GIL)
+    parts = [head[:-1].encode() + b',"producers":[']
+    for index, row in enumerate(producer_rows):
+        parts.append(b"," + row.encode() if index else row.encode())
+    parts.append(b"]}\n")
+    crc = 0
+    for part in parts:
+        crc = zlib.crc32(part, crc)
+    return b"".join([b"%d\n" % crc, *parts])
 
 
 def _queue(row: list[Any]) -> tuple[QueueKey, QueueFileState]:
@@ -135,4 +165,5 @@ def decode_checkpoint_doc(data: bytes) -> CheckpointDoc:
         },
         group_history=history,
         producers=tuple(_producer(i, row) for i, row in enumerate(_rows(document, "producers", 3))),
+        synced=_int(document["synced"], "synced", 0) if "synced" in document else None,
     )

@@ -42,9 +42,10 @@ from __future__ import annotations
 
 import bisect
 import collections
+import itertools
 from array import array
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from typing import Final
 
 from brokergroup.broker.store.record import ConsumerOffset, DecodedRecord, RecordKind
@@ -102,11 +103,19 @@ class QueueEntry:
 
 
 class _Producer:
-    __slots__ = ("last_seq", "recent")
+    __slots__ = ("last_seq", "recent", "shared")
 
     def __init__(self) -> None:
         self.last_seq = -1
         self.recent: collections.OrderedDict[int, Appended] = collections.OrderedDict()
+        self.shared = False
+        """`recent` was handed to a capture (`ProducerTable.capture`): copy it before changing it."""
+
+    def own(self) -> collections.OrderedDict[int, Appended]:
+        """`recent`, to change: a copy first if a capture holds it (copy on write)."""
+        if self.shared:
+            self.recent, self.shared = self.recent.copy(), False
+        return self.recent
 
 
 class ProducerTable:
@@ -161,7 +170,7 @@ class ProducerTable:
         sequences stay, as a rescan from the head state would have them."""
         for producer in self._producers.values():
             while producer.recent and next(iter(producer.recent.values())).commit_offset < offset:
-                producer.recent.popitem(last=False)
+                producer.own().popitem(last=False)
 
     def record(self, producer_id: int, producer_seq: int, appended: Appended) -> None:
         producer = self._producers.get(producer_id)
@@ -172,9 +181,18 @@ class ProducerTable:
         else:
             self._producers.move_to_end(producer_id)
         producer.last_seq = max(producer.last_seq, producer_seq)
-        producer.recent[producer_seq] = appended
-        if len(producer.recent) > self.window:
-            producer.recent.popitem(last=False)
+        recent = producer.own()
+        recent[producer_seq] = appended
+        if len(recent) > self.window:
+            recent.popitem(last=False)
+
+    def capture(self) -> tuple[tuple[int, int, Mapping[int, Appended]], ...]:
+        """Every producer's `(id, last_seq, recent)` as of now, least recently appended-to first,
+        in O(producers): the `recent` mappings are shared, and copied by the table before it changes
+        one (copy on write), so the capture never changes and may be read by another thread."""
+        for producer in self._producers.values():
+            producer.shared = True
+        return tuple((i, p.last_seq, p.recent) for i, p in self._producers.items())
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,17 +221,141 @@ class ProducerState:
     recent: tuple[tuple[int, int, int, int], ...]
 
 
+_NO_VALUES: Final = memoryview(array("q")).toreadonly()
+
+
+class Column:
+    """A consume queue's column of int64 values: an immutable head read on demand (a read-only
+    `memoryview` of format 'q', typically over a mapped queue file: index_files.py) followed by an
+    in-memory tail that `append` grows. Opening a store thus costs nothing per retained entry: the
+    mapped pages are read when a consumer asks for them. The head's bytes never change while it is
+    referenced (the files are only appended to, or replaced by new files), so it may be handed to
+    another thread as it is; the tail may not (`frozen`)."""
+
+    __slots__ = ("_head", "_tail")
+
+    def __init__(self, head: memoryview | None = None, tail: array[int] | None = None) -> None:
+        if head is not None and (head.format != "q" or head.ndim != 1):
+            raise ValueError(f"a column's head must be a 1-d memoryview of format 'q', not {head.format!r}")
+        self._head = head if head is not None else _NO_VALUES
+        self._tail = tail if tail is not None else array("q")
+
+    def __len__(self) -> int:
+        return len(self._head) + len(self._tail)
+
+    def __iter__(self) -> Iterator[int]:
+        return itertools.chain(self._head.tolist(), self._tail)
+
+    def __getitem__(self, index: int) -> int:
+        """The value at `index` (0 <= index < len): enough for `bisect`."""
+        split = len(self._head)
+        return int(self._head[index]) if index < split else self._tail[index - split]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Column) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Column(mapped={len(self._head)}, tail={len(self._tail)})"
+
+    @property
+    def mapped(self) -> int:
+        """How many values come from the head."""
+        return len(self._head)
+
+    def append(self, value: int) -> None:
+        self._tail.append(value)
+
+    def values(self, first: int, stop: int) -> list[int]:
+        """The values at `[first, stop)` (clamped to the column)."""
+        split = len(self._head)
+        if stop <= split:
+            return self._head[first:stop].tolist()
+        if first >= split:
+            return self._tail[first - split : stop - split].tolist()
+        return self._head[first:].tolist() + self._tail[: stop - split].tolist()
+
+    def frozen(self, first: int, stop: int) -> tuple[memoryview | bytes, ...]:
+        """The values at `[first, stop)` as native int64 buffers that nothing changes later: the
+        head's share as a view (no copy), the tail's as a copy. Safe to pass to another thread."""
+        split, parts = len(self._head), list[memoryview | bytes]()
+        if first < split:
+            parts.append(self._head[first : min(stop, split)])
+        if stop > split:
+            parts.append(self._tail[max(first - split, 0) : stop - split].tobytes())
+        return tuple(parts)
+
+    def drop_front(self, count: int) -> None:
+        """Forget the first `count` values."""
+        split = len(self._head)
+        if count <= split:
+            self._head = self._head[count:]
+        else:
+            self._head = _NO_VALUES
+            del self._tail[: count - split]
+
+
 @dataclass(frozen=True, slots=True)
 class QueueState:
     """A consume queue: commit offsets and sizes of its entries from queue offset `base` on."""
 
     base: int
-    offsets: array[int]
-    sizes: array[int]
+    offsets: Column
+    sizes: Column
 
     @property
     def end(self) -> int:
         return self.base + len(self.offsets)
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerCapture:
+    """The producer table at a moment (`StoreIndexes.capture`): `(producer_id, last_seq, {seq:
+    Appended})` least recently appended-to first, mappings that nothing changes later (the table
+    copies one before changing it; `Appended` is immutable); `offset` is the snapshot's."""
+
+    offset: int
+    producers: tuple[tuple[int, int, Mapping[int, Appended]], ...]
+
+    def states(self) -> tuple[ProducerState, ...]:
+        """The snapshot's producers: only what was appended before `offset` (module docstring)."""
+        offset = self.offset
+        found: list[tuple[int, ProducerState]] = []  # (last position before `offset`, state)
+        for producer_id, last_seq, positions in self.producers:
+            recent = tuple(
+                (seq, a.commit_offset, a.size, a.queue_offset if a.queue_offset is not None else -1)
+                for seq, a in positions.items()
+                if a.commit_offset < offset
+            )
+            if recent:
+                state = ProducerState(producer_id, max(seq for seq, *_ in recent), recent)
+                found.append((max(position for _, position, *_ in recent), state))
+            elif not positions:
+                found.append((-1, ProducerState(producer_id, last_seq, ())))
+        found.sort(key=lambda item: item[0])  # least recently appended-to as of `offset` first (stable)
+        return tuple(state for _, state in found)
+
+    def rows(self) -> list[str]:
+        """`states()` encoded for the index checkpoint, one JSON array `[id, lastSeq, [[seq,
+        commitOffset, size, queueOffset], ...]]` per producer (index_checkpoint.py), built as
+        strings: no tuple or list per position, which a million of would cost the process
+        (every thread, the event loop's too) full garbage-collector passes."""
+        offset = self.offset
+        found: list[tuple[int, str]] = []  # (last position before `offset`, row)
+        for producer_id, last_seq, positions in self.producers:
+            last, top, parts = -1, -1, []
+            for seq, a in positions.items():
+                if a.commit_offset < offset:
+                    queue_offset = a.queue_offset if a.queue_offset is not None else -1
+                    parts.append(f"[{seq},{a.commit_offset},{a.size},{queue_offset}]")
+                    last, top = max(last, a.commit_offset), max(top, seq)
+            if parts:
+                found.append((last, f"[{producer_id},{top},[{','.join(parts)}]]"))
+            elif not positions:
+                found.append((-1, f"[{producer_id},{last_seq},[]]"))
+        found.sort(key=lambda item: item[0])
+        return [row for _, row in found]
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,8 +380,8 @@ class _ConsumeQueue:
 
     def __init__(self, base: int = 0) -> None:
         self.base = base
-        self.offsets = array("q")
-        self.sizes = array("q")
+        self.offsets = Column()
+        self.sizes = Column()
 
     @property
     def end(self) -> int:
@@ -341,31 +483,27 @@ class StoreIndexes:
 
     def snapshot(self) -> IndexSnapshot:
         """The indexes at the first undispatched record (or the end of the appended log): the
-        consume queues' arrays are shared, not copied (cheap; write them out before appending
+        consume queues' columns are shared, not copied (cheap; write them out before appending
         more). Producers keep only what was appended before that offset (see the module docstring)."""
+        snapshot, producers = self.capture()
+        return replace(snapshot, producers=producers.states())
+
+    def capture(self) -> tuple[IndexSnapshot, ProducerCapture]:
+        """`snapshot()` without its producers, and the producer table as it is now (shared, copy on
+        write: `ProducerTable.capture`, O(producers)): `ProducerCapture.states()` computes the
+        snapshot's producers from it later, in any thread (an index checkpoint write)."""
         offset = self._pending[0][0].offset if self._pending else self._appended_offset
-        producers: list[tuple[int, ProducerState]] = []  # (last position before `offset`, state)
-        for producer_id, producer in self.producers._producers.items():
-            recent = tuple(
-                (seq, a.commit_offset, a.size, a.queue_offset if a.queue_offset is not None else -1)
-                for seq, a in producer.recent.items()
-                if a.commit_offset < offset
-            )
-            if recent:
-                state = ProducerState(producer_id, max(seq for seq, *_ in recent), recent)
-                producers.append((max(position for _, position, *_ in recent), state))
-            elif not producer.recent:
-                producers.append((-1, ProducerState(producer_id, producer.last_seq, ())))
-        producers.sort(key=lambda item: item[0])  # least recently appended-to as of `offset` first (stable)
-        return IndexSnapshot(
+        producers = ProducerCapture(offset, self.producers.capture())
+        snapshot = IndexSnapshot(
             offset=offset,
             dispatched=self._dispatched_offset,
             history_bucket=self._history_bucket,
             queues={key: QueueState(q.base, q.offsets, q.sizes) for key, q in self._queues.items()},
             group_offsets=dict(self._group_offsets),
             group_history={key: list(history) for key, history in self._group_history.items()},
-            producers=tuple(state for _, state in producers),
+            producers=(),
         )
+        return snapshot, producers
 
     # -- append stage
     def next_queue_offset(self, topic: str, queue_id: int) -> int:
@@ -441,7 +579,10 @@ class StoreIndexes:
             return []
         first = queue_offset - queue.base
         stop = min(len(queue.offsets), first + max_count)
-        return [QueueEntry(queue.base + i, queue.offsets[i], queue.sizes[i]) for i in range(first, stop)]
+        if first >= stop:
+            return []
+        offsets, sizes = queue.offsets.values(first, stop), queue.sizes.values(first, stop)
+        return [QueueEntry(queue.base + first + i, o, z) for i, (o, z) in enumerate(zip(offsets, sizes, strict=True))]
 
     def consumer_offset(self, group: str, topic: str, queue_id: int) -> int | None:
         return self._group_offsets.get((group, topic, queue_id))
@@ -489,7 +630,8 @@ class StoreIndexes:
             if base <= queue.base:
                 continue
             drop = base - queue.base
-            del queue.offsets[:drop], queue.sizes[:drop]
+            queue.offsets.drop_front(drop)
+            queue.sizes.drop_front(drop)
             queue.base = base
         for group_key, history in self._group_history.items():
             keep = [(offset, value) for offset, value in history if offset >= head.min_offset]

@@ -56,12 +56,21 @@ it, the checkpoint is deleted first if it covers the cut, and the indexes come f
 (or a rescan). `seed` and a slave's rebase delete it before the log restarts elsewhere.
 
 Costs: opening and `truncate` replay the log after the index checkpoint (bounded by what 5 s of
-writes add, or nothing after a clean close) plus loading 16 bytes per retained message from the queue
-files; a fallback rescan is O(log size). Checkpoint writes run on the caller's thread (the event loop):
-they append only the queue entries dispatched since the previous write, with one fsync per queue
-file that grew. The confirm checkpoint is written at
-most every 200 ms by `set_confirm_offset` (plus `flush_checkpoint()`, `flush()`, `close()`); after
-a crash it may lag, which only delays visibility until replication confirms again.
+writes add, or nothing after a clean close); the queue files are mapped, not read (index_files.py),
+and the commit log verifies only what follows the checkpoint's `synced` offset, which is
+`min(checkpoint offset, flushed_offset)` when written, so never beyond what was fsynced. A fallback
+rescan is O(log size). Periodic checkpoints: with a runner (`set_index_checkpoint_runner`, the
+flusher registers itself) `set_confirm_offset` only copies what the write needs (the queue entries
+dispatched since the previous write, the producer table as dict copies) and hands an
+`IndexCheckpointJob` to the runner, which runs it in its own thread and completes it here; while it
+is outstanding retention waits, no other checkpoint starts, and a truncation below it invalidates
+(renames the index folder away, so the job fails harmlessly). Without a runner they are written
+inline on the caller's thread. `write_index_checkpoint` (retention, `close`) always writes inline.
+The confirm checkpoint is written at most every 200 ms by `set_confirm_offset` (plus
+`flush_checkpoint()`, `flush()`, `close()`); after a crash it may lag, which only delays visibility
+until replication confirms again. The periodic write runs in another thread given a
+runner (`set_confirm_checkpoint_runner`, the flusher); every other write runs in the caller's
+thread and voids a periodic one handed over before it (checkpoint.py).
 """
 
 from __future__ import annotations
@@ -71,6 +80,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Final
 
@@ -81,7 +91,7 @@ from brokergroup.broker.store.checkpoint import ConfirmCheckpoint
 from brokergroup.broker.store.diskspace import DiskSpace
 from brokergroup.broker.store.epoch import EpochCache, EpochEntry
 from brokergroup.broker.store.head import HeadFile
-from brokergroup.broker.store.index_files import IndexFiles
+from brokergroup.broker.store.index_files import IndexFiles, PreparedWrite
 from brokergroup.broker.store.indexes import DEFAULT_MAX_PRODUCERS, HeadState, RecordInfo, StoreIndexes
 from brokergroup.broker.store.record import (
     Blank,
@@ -89,7 +99,6 @@ from brokergroup.broker.store.record import (
     DecodedRecord,
     RecordKind,
     decode_record,
-    read_headers,
 )
 from brokergroup.broker.store.segments import CommitLog, FlushTicket, MemoryLog, SegmentedLog
 from brokergroup.broker.store.types import Appended, Message, PutResult, StoredMessage
@@ -114,6 +123,31 @@ STEP_SEED_RESET: Final = "seed:log-reset"
 
 def _no_step(_step: str) -> None:
     pass
+
+
+class IndexCheckpointJob:
+    """An index checkpoint write prepared by `MessageStore.start_index_checkpoint`: `run()` it
+    exactly once, in any thread (it touches files and its own immutable data only), then hand it
+    to `MessageStore.complete_index_checkpoint` on the store's thread."""
+
+    def __init__(self, files: IndexFiles, prepared: PreparedWrite) -> None:
+        self._files = files
+        self.prepared = prepared
+        self.took = 0.0
+        """Seconds `run()` took."""
+        self.error: BaseException | None = None
+        self.ran = False
+
+    def run(self) -> None:
+        """Write the checkpoint; an error is kept for `complete_index_checkpoint`, never raised."""
+        started = time.perf_counter()
+        try:
+            self._files.run(self.prepared)
+        except BaseException as error:  # noqa: BLE001 - handed to the store's thread, raised there
+            self.error = error
+        finally:
+            self.took = time.perf_counter() - started
+            self.ran = True
 
 
 def scan_records(log: SegmentedLog, start: int) -> Iterator[DecodedRecord]:
@@ -190,14 +224,15 @@ class MessageStore:
         if persisted is not None and persisted != confirm:
             logger.warning("confirm offset %d is outside the recovered log; now %d", persisted, confirm)
             checkpoint.write(confirm)
-            persisted = confirm
         self._confirm = confirm
-        self._persisted = persisted
         self._last_persist = clock()
         self._index_files = index_files or IndexFiles(None)
         self._index_interval = index_checkpoint_interval_s
         self._index_wait = index_checkpoint_interval_s
         self._last_index_write = clock()
+        self._confirm_runner: Callable[[Callable[[], None]], None] | None = None
+        self._index_runner: Callable[[IndexCheckpointJob], None] | None = None
+        self._index_job: IndexCheckpointJob | None = None
         self._indexes = self._open_indexes()
 
     @classmethod
@@ -226,11 +261,13 @@ class MessageStore:
                 max_producers=max_producers,
             )
         root = Path(directory)
+        index_files = IndexFiles(root / INDEX_DIR, step_hook=step_hook)
         log = CommitLog(
             root / COMMITLOG_DIR,
             segment_size=settings.segment_size,
             max_body=settings.max_message_size,
             step_hook=step_hook,
+            synced_offset=index_files.peek_synced(),
         )
         try:
             return cls(
@@ -243,7 +280,7 @@ class MessageStore:
                 head_file=HeadFile(root / HEAD_FILE),
                 disk=DiskSpace(root, settings.min_free_disk_bytes),
                 step_hook=step_hook,
-                index_files=IndexFiles(root / INDEX_DIR, step_hook=step_hook),
+                index_files=index_files,
                 index_checkpoint_interval_s=index_checkpoint_interval_s,
             )
         except BaseException:
@@ -299,18 +336,66 @@ class MessageStore:
         return self._rebuild()
 
     def write_index_checkpoint(self) -> None:
-        """Persist the indexes now (index_files.py): the confirm offset first, so that the
-        checkpoint never covers more than the persisted confirm offset."""
+        """Persist the indexes now, in this thread (index_files.py): the confirm offset first, so
+        that the checkpoint never covers more than the persisted confirm offset. Refused while a
+        background write (`start_index_checkpoint`) is outstanding."""
+        job = self.start_index_checkpoint()
+        if job is not None:
+            job.run()
+            self.complete_index_checkpoint(job)
+
+    def set_index_checkpoint_runner(self, runner: Callable[[IndexCheckpointJob], None] | None) -> None:
+        """Have periodic index checkpoints written by `runner` (None: inline, on the caller's
+        thread): `set_confirm_offset` hands it each due job, which it must `run()` in another
+        thread and then pass to `complete_index_checkpoint` on this one (the flusher does)."""
+        self._index_runner = runner
+
+    @property
+    def index_checkpoint_running(self) -> bool:
+        """A job from `start_index_checkpoint` is not completed yet."""
+        return self._index_job is not None
+
+    def start_index_checkpoint(self) -> IndexCheckpointJob | None:
+        """An index checkpoint for another thread (None: the store is in memory). The cheap part
+        runs here: the confirm checkpoint, and copying what the write needs (the entries
+        dispatched since the last checkpoint; the producer table, captured copy on write). The job's
+        `run()` writes the files and encodes the producers, touching no state of the store. Until
+        `complete_index_checkpoint(job)`: no other checkpoint is written, retention waits, and
+        an invalidation (a truncation below it, `seed`) makes the job's writes fail harmlessly."""
+        if self._index_job is not None:
+            raise StoreError("an index checkpoint is being written in the background: complete it first")
         self.flush_checkpoint()
-        started = time.perf_counter()
-        try:
-            self._index_files.write(self._indexes.snapshot())
-        except OSError as error:  # a full disk: the previous checkpoint stays valid, the next write retries
-            logger.warning("index checkpoint not written (the previous one stays in use): %s", error)
-        took = time.perf_counter() - started
-        # the writes run on the caller's thread: at most ~5 % of it, whatever a write costs
-        self._index_wait = max(self._index_interval, INDEX_CHECKPOINT_COST_FACTOR * took)
+        snapshot, producers = self._indexes.capture()
         self._last_index_write = self._clock()
+        try:
+            prepared = self._index_files.prepare(snapshot, producers, synced=self.flushed_offset)
+        except OSError as error:  # its folders could not be made (a full disk): the next one retries
+            logger.warning("index checkpoint not written (the previous one stays in use): %s", error)
+            return None
+        if prepared is None:
+            return None
+        self._index_job = IndexCheckpointJob(self._index_files, prepared)
+        return self._index_job
+
+    def complete_index_checkpoint(self, job: IndexCheckpointJob) -> None:
+        """Account for a job that ran: counted unless an invalidation overtook it. A write that
+        failed with OSError (a full disk) is logged, the previous checkpoint stays in use; any
+        other error of the job is raised here."""
+        if job is not self._index_job:
+            raise StoreError("not the index checkpoint job in progress")
+        self._index_job = None
+        # the job's CPU is the broker's too: at most ~5 % of it, whatever a write costs
+        self._index_wait = max(self._index_interval, INDEX_CHECKPOINT_COST_FACTOR * job.took)
+        self._last_index_write = self._clock()
+        if not job.ran:  # its runner stopped first
+            return
+        if isinstance(job.error, OSError):
+            if self._index_files.current(job.prepared):
+                logger.warning("index checkpoint not written (the previous one stays in use): %s", job.error)
+            return
+        if job.error is not None:
+            raise job.error
+        self._index_files.complete(job.prepared)
 
     def _rebuild(self) -> StoreIndexes:
         return StoreIndexes.rebuild(
@@ -357,7 +442,7 @@ class MessageStore:
         return self._epochs.append_entry(entry)
 
     def read_raw(self, offset: int, max_bytes: int) -> bytes:
-        return self._log.read(offset, max_bytes)
+        return self._log.read_recent(offset, max_bytes) or self._log.read(offset, max_bytes)
 
     def add_append_listener(self, listener: Callable[[int], None]) -> None:
         """`listener(max_offset)` after every append; it runs inline and must not raise."""
@@ -393,16 +478,36 @@ class MessageStore:
         self._confirm = offset
         self._indexes.dispatch(offset)
         if self._clock() - self._last_persist >= CHECKPOINT_INTERVAL_S:
-            self.flush_checkpoint()
-        if self._clock() - self._last_index_write >= self._index_wait:
-            self.write_index_checkpoint()
+            if self._confirm_runner is None:
+                self._checkpoint.write(offset)
+            elif not self._checkpoint.in_flight:  # else the next one, 200 ms on
+                self._confirm_runner(self._checkpoint.job(offset))
+            self._last_persist = self._clock()
+        if self._index_job is None and self._clock() - self._last_index_write >= self._index_wait:
+            if self._index_runner is None:
+                self.write_index_checkpoint()
+            else:
+                job = self.start_index_checkpoint()
+                if job is not None:
+                    self._index_runner(job)
 
     def flush_checkpoint(self) -> None:
-        """Persist the confirm offset now, if it changed since the last write."""
-        if self._persisted != self._confirm:
-            self._checkpoint.write(self._confirm)
-            self._persisted = self._confirm
+        """Persist the confirm offset now, in this thread, if it is not the value on disk (waits for
+        a background write in progress; voids the values handed to the thread before)."""
+        self._checkpoint.write(self._confirm)
         self._last_persist = self._clock()
+
+    def set_confirm_checkpoint_runner(
+        self,
+        runner: Callable[[Callable[[], None]], None] | None,
+        lock: AbstractContextManager[object] | None = None,
+    ) -> None:
+        """Have the periodic confirm checkpoints (`set_confirm_offset`) written by `runner` in
+        another thread, every file write holding `lock` (None: inline, on the caller's thread).
+        The flusher sets this at `start()`; checkpoint.py says why a truncation stays safe."""
+        self._confirm_runner = runner
+        if lock is not None:
+            self._checkpoint.use_lock(lock)
 
     # -- master: puts
     def put_messages(self, messages: Sequence[Message], *, now_ms: int) -> PutResult:
@@ -466,11 +571,11 @@ class MessageStore:
         return self._disk.full()
 
     def _append(self, records: Sequence[bytes]) -> list[tuple[int, int]]:
-        full = self._disk.full()
+        full = self._disk.refusal(sum(map(len, records)))
         if full is not None:
             raise DiskFullError(full)
         try:
-            return self._log.append(records)
+            return self._log.append(records, encoded_here=True)  # put_plan encoded them just now
         except OSError as error:  # the log undid the partial write
             raise DiskFullError(f"disk full: the write failed and was undone: {error}") from error
 
@@ -492,7 +597,7 @@ class MessageStore:
             previous, self._head = self._head, HeadState.empty(offset)
             self._head_file.write(self._head)
         try:
-            self._log.append_raw(offset, data)
+            headers = self._log.append_raw(offset, data)
         except OSError as error:
             raise DiskFullError(f"disk full: the replicated write failed and was undone: {error}") from error
         except BaseException:
@@ -507,7 +612,7 @@ class MessageStore:
             self._indexes = self._rebuild()
             self.flush_checkpoint()
         else:
-            for h in read_headers(data, base=offset):  # the log validated each item: decoded once
+            for h in headers:  # what the log's validation read of each item: decoded once
                 self._indexes.append(
                     RecordInfo(
                         offset=h.offset,
@@ -573,7 +678,12 @@ class MessageStore:
         when it is not), else by rescanning the log."""
         cut = offset < self._log.max_offset
         written = self._index_files.checkpoint_dispatched
-        if cut and written is not None and written > offset:
+        job = self._index_job
+        if cut and (
+            (written is not None and written > offset)
+            # a background write may cover the cut, or race with loading the checkpoint below
+            or (job is not None and (job.prepared.doc.dispatched > offset or offset < self.dispatched_offset))
+        ):
             self._index_files.invalidate()
         self._log.truncate(offset)
         self._epochs.truncate_suffix_by_offset(offset)
@@ -655,7 +765,7 @@ class MessageStore:
             max_age_s=self.settings.retention_ms / 1000 if self.settings.retention_ms is not None else None,
             max_bytes=self.settings.retention_bytes,
         )
-        if not policy.enabled:
+        if not policy.enabled or self._index_job is not None:  # a checkpoint must precede the deletion
             return 0
         new_min = retention.new_min_offset(
             self._log.segment_starts,
@@ -717,7 +827,10 @@ class MessageStore:
     def close(self) -> None:
         try:
             self.flush()
-            self.write_index_checkpoint()
+            if self._index_job is None:
+                self.write_index_checkpoint()
+            else:  # its runner did not finish it (a hung disk): the previous checkpoint stays in use
+                logger.warning("closing with an index checkpoint still being written; not writing another")
         finally:
             self._log.close()
 

@@ -43,7 +43,7 @@ import enum
 import json
 import struct
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
@@ -120,7 +120,7 @@ class DecodedRecord:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecordHeader:
-    """What the indexes need of a record (`read_headers`): no properties, no body."""
+    """What the indexes need of a record (`check_item`): no properties, no body."""
 
     offset: int
     size: int
@@ -200,15 +200,29 @@ def encode_record(
     if properties:
         props = json.dumps(dict(properties), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         props_bytes = props.encode()
-    _require(1 <= len(topic_bytes) <= MAX_TOPIC_BYTES, f"topic of {len(topic_bytes)} bytes, need 1..127")
-    _require(0 <= queue_id <= _INT32_MAX, f"queue_id={queue_id} out of range")
     ids_ok = producer_id == producer_seq == -1 or (producer_id >= 0 and producer_seq >= 0)
-    _require(ids_ok, f"producer_id={producer_id}, producer_seq={producer_seq}: both -1 or both >= 0")
-    _require(max(producer_id, producer_seq) <= _INT64_MAX, "producer_id/producer_seq out of range")
-    for name, ts in (("born_timestamp_ms", born_timestamp_ms), ("store_timestamp_ms", store_timestamp_ms)):
-        _require(0 <= ts <= _INT64_MAX, f"{name}={ts} out of range")
-    _require(len(props_bytes) <= MAX_PROPERTIES_BYTES, f"properties of {len(props_bytes)} bytes > 32 KiB")
-    _require(len(body) <= max_body, f"body of {len(body)} bytes > max_body={max_body}")
+    oks = (  # the tests once; a message is built only for the first that fails (this is the put path)
+        1 <= len(topic_bytes) <= MAX_TOPIC_BYTES,
+        0 <= queue_id <= _INT32_MAX,
+        ids_ok,
+        max(producer_id, producer_seq) <= _INT64_MAX,
+        0 <= born_timestamp_ms <= _INT64_MAX,
+        0 <= store_timestamp_ms <= _INT64_MAX,
+        len(props_bytes) <= MAX_PROPERTIES_BYTES,
+        len(body) <= max_body,
+    )
+    if not all(oks):
+        problems = (
+            lambda: f"topic of {len(topic_bytes)} bytes, need 1..127",
+            lambda: f"queue_id={queue_id} out of range",
+            lambda: f"producer_id={producer_id}, producer_seq={producer_seq}: both -1 or both >= 0",
+            lambda: "producer_id/producer_seq out of range",
+            lambda: f"born_timestamp_ms={born_timestamp_ms} out of range",
+            lambda: f"store_timestamp_ms={store_timestamp_ms} out of range",
+            lambda: f"properties of {len(props_bytes)} bytes > 32 KiB",
+            lambda: f"body of {len(body)} bytes > max_body={max_body}",
+        )
+        raise InvalidRecordError(problems[oks.index(False)]())
     fields = _FIELDS.pack(
         kind,
         0,
@@ -289,6 +303,70 @@ def decode_record(
     buf: Buffer, offset: int = 0, *, max_body: int = DEFAULT_MAX_BODY
 ) -> DecodedRecord | Blank | Torn | Corrupt:
     """Decode the item at `offset`; never raises for any bytes (only for an offset outside `buf`)."""
+    checked = _check(buf, offset, max_body)
+    if not isinstance(checked, _Checked):
+        return checked
+    f, view = checked.fields, checked.view
+    return DecodedRecord(
+        offset=offset,
+        size=checked.size,
+        kind=RecordKind(f.kind),
+        flags=f.flags,
+        topic=checked.topic,
+        queue_id=f.queue_id,
+        producer_id=f.producer_id,
+        producer_seq=f.producer_seq,
+        born_timestamp_ms=f.born_ts_ms,
+        store_timestamp_ms=f.store_ts_ms,
+        properties=checked.properties,
+        body=bytes(view[checked.body_start :]),
+    )
+
+
+def check_item(buf: Buffer, offset: int = 0, *, base: int = 0, max_body: int = DEFAULT_MAX_BODY) -> ItemHeader:
+    """Validate the item at `offset` exactly as `decode_record` does (CRC, fields, utf-8, properties,
+    a consumer offset's body) and return what the indexes need of it, with its offset shifted by
+    `base`: a slave's replicated item is validated and read in this one pass (issue 17), its body
+    never copied. Never raises for any bytes (only for an offset outside `buf`)."""
+    checked = _check(buf, offset, max_body)
+    if not isinstance(checked, _Checked):
+        return checked if not isinstance(checked, Blank) else Blank(base + offset, checked.size)
+    f = checked.fields
+    consumer = None
+    if f.kind == RecordKind.CONSUMER_OFFSET:
+        view = checked.view
+        (committed,) = _OFFSET.unpack_from(view, checked.body_start)
+        group = bytes(view[checked.body_start + _OFFSET.size :]).decode()
+        consumer = ConsumerOffset(group=group, topic=checked.topic, queue_id=f.queue_id, offset=committed)
+    return RecordHeader(
+        offset=base + offset,
+        size=checked.size,
+        kind=RecordKind(f.kind),
+        topic=checked.topic,
+        queue_id=f.queue_id,
+        producer_id=f.producer_id,
+        producer_seq=f.producer_seq,
+        consumer_offset=consumer,
+    )
+
+
+ItemHeader = RecordHeader | Blank | Torn | Corrupt
+"""What `check_item` finds at an offset."""
+
+
+class _Checked(NamedTuple):
+    size: int
+    fields: _Fields
+    view: memoryview
+    """The record's bytes."""
+    topic: str
+    properties: dict[str, str]
+    body_start: int
+    """Where the body starts in `view`."""
+
+
+def _check(buf: Buffer, offset: int, max_body: int) -> _Checked | Blank | Torn | Corrupt:
+    """What `decode_record` and `check_item` share: every check, no body copied."""
     span = scan_record(buf, offset, max_body=max_body)
     if not isinstance(span, Span):
         return span
@@ -305,28 +383,14 @@ def decode_record(
     body_start = props_start + f.props_len
     try:
         topic = bytes(view[RECORD_HEADER_SIZE:props_start]).decode()
-        properties = _parse_properties(bytes(view[props_start:body_start]).decode())
+        properties = _parse_properties(bytes(view[props_start:body_start]).decode()) if f.props_len else {}
     except UnicodeDecodeError:
         return Corrupt(offset, "topic or properties are not utf-8")
     if properties is None:
         return Corrupt(offset, "properties are not a JSON object of strings")
-    body = bytes(view[body_start:])
-    if f.kind == RecordKind.CONSUMER_OFFSET and not _valid_offset_body(body):
+    if f.kind == RecordKind.CONSUMER_OFFSET and not _valid_offset_body(bytes(view[body_start:])):
         return Corrupt(offset, "CONSUMER_OFFSET body is not offset:i64 (>=0) + group (1..255 utf-8 bytes)")
-    return DecodedRecord(
-        offset=offset,
-        size=span.size,
-        kind=RecordKind(f.kind),
-        flags=f.flags,
-        topic=topic,
-        queue_id=f.queue_id,
-        producer_id=f.producer_id,
-        producer_seq=f.producer_seq,
-        born_timestamp_ms=f.born_ts_ms,
-        store_timestamp_ms=f.store_ts_ms,
-        properties=properties,
-        body=body,
-    )
+    return _Checked(span.size, f, view, topic, properties, body_start)
 
 
 class _Fields(NamedTuple):
@@ -343,19 +407,27 @@ class _Fields(NamedTuple):
 
 
 def _field_problem(f: _Fields, max_body: int) -> str | None:
-    checks = (
-        (f.kind in (RecordKind.MESSAGE, RecordKind.CONSUMER_OFFSET), f"kind={f.kind}"),
-        (f.queue_id >= 0, f"queue_id={f.queue_id}"),
-        (
-            f.producer_id == f.producer_seq == -1 or (f.producer_id >= 0 and f.producer_seq >= 0),
-            f"producer_id={f.producer_id}, producer_seq={f.producer_seq}",
-        ),
-        (f.born_ts_ms >= 0 and f.store_ts_ms >= 0, f"timestamps {f.born_ts_ms}, {f.store_ts_ms}"),
-        (1 <= f.topic_len <= MAX_TOPIC_BYTES, f"topic_len={f.topic_len}"),
-        (f.props_len <= MAX_PROPERTIES_BYTES, f"props_len={f.props_len}"),
-        (0 <= f.body_len <= max_body, f"body_len={f.body_len}"),
+    oks = (  # the tests once; a message is built only for the first that fails (every replicated record)
+        f.kind == RecordKind.MESSAGE or f.kind == RecordKind.CONSUMER_OFFSET,
+        f.queue_id >= 0,
+        f.producer_id == f.producer_seq == -1 or (f.producer_id >= 0 and f.producer_seq >= 0),
+        f.born_ts_ms >= 0 and f.store_ts_ms >= 0,
+        1 <= f.topic_len <= MAX_TOPIC_BYTES,
+        f.props_len <= MAX_PROPERTIES_BYTES,
+        0 <= f.body_len <= max_body,
     )
-    return next((f"invalid field {what}" for ok, what in checks if not ok), None)
+    if all(oks):
+        return None
+    whats = (
+        f"kind={f.kind}",
+        f"queue_id={f.queue_id}",
+        f"producer_id={f.producer_id}, producer_seq={f.producer_seq}",
+        f"timestamps {f.born_ts_ms}, {f.store_ts_ms}",
+        f"topic_len={f.topic_len}",
+        f"props_len={f.props_len}",
+        f"body_len={f.body_len}",
+    )
+    return f"invalid field {whats[oks.index(False)]}"
 
 
 def _parse_properties(text: str) -> dict[str, str] | None:
@@ -379,42 +451,6 @@ def _valid_offset_body(body: bytes) -> bool:
         return False
     (offset,) = _OFFSET.unpack_from(body)
     return bool(offset >= 0)
-
-
-def read_headers(data: bytes, *, base: int) -> Iterator[RecordHeader]:
-    """The headers of the records in `data` (blanks skipped), offsets shifted by `base`.
-
-    Only for bytes already validated item by item with `decode_record` (a slave's replicated
-    frame once `append_raw` accepted it): the CRC, the properties and the body are not read again,
-    so a replicated record is decoded once (issue 17). Unvalidated bytes give wrong headers or
-    `struct.error`/`ValueError`, never a loop without end (an item shorter than its header stops it).
-    """
-    position = 0
-    while position < len(data):
-        magic, size, _ = _FRAME.unpack_from(data, position)
-        if size < BLANK_MIN_SIZE:
-            raise ValueError(f"item at {base + position} has total_length={size}: not validated data")
-        if magic == MAGIC:
-            f = _Fields._make(_FIELDS.unpack_from(data, position + _FRAME.size))
-            topic_start = position + RECORD_HEADER_SIZE
-            topic = data[topic_start : topic_start + f.topic_len].decode()
-            consumer = None
-            if f.kind == RecordKind.CONSUMER_OFFSET:
-                body_start = topic_start + f.topic_len + f.props_len
-                (committed,) = _OFFSET.unpack_from(data, body_start)
-                group = data[body_start + _OFFSET.size : position + size].decode()
-                consumer = ConsumerOffset(group=group, topic=topic, queue_id=f.queue_id, offset=committed)
-            yield RecordHeader(
-                offset=base + position,
-                size=size,
-                kind=RecordKind(f.kind),
-                topic=topic,
-                queue_id=f.queue_id,
-                producer_id=f.producer_id,
-                producer_seq=f.producer_seq,
-                consumer_offset=consumer,
-            )
-        position += size
 
 
 def find_valid_item(buf: Buffer, start: int, *, max_body: int = DEFAULT_MAX_BODY) -> int | None:

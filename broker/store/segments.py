@@ -28,7 +28,12 @@ the records are written by then. On open a zero tail after the last whole item o
 segment is the end of the log and is trimmed without a warning; `close()` trims it too, so a
 cleanly closed log's files hold exactly their items. `data_size` measures a file without it.
 
-Recovery on open. Only the last segment is scanned (`verify_all=True` scans every one): zeros from
+Recovery on open. Only the last segment is scanned (`verify_all=True` scans every one), and only
+from `synced_offset` on when the caller knows the log was fsynced up to there (the message store
+passes the index checkpoint's `synced`: bytes validated when appended and fsynced before that
+checkpoint was written are not verified again, so opening costs the tail written since the last
+checkpoint, not a whole segment; without it, or if it lies outside the last segment, the whole
+segment is verified): zeros from
 an item boundary to the end of the last segment are the written-ahead tail (above); a torn or
 corrupt item is cut away, with a warning, if no valid item follows it; if one does (damage in the
 middle) `CorruptLogError` names the file and offset, since cutting would lose valid records.
@@ -59,11 +64,13 @@ from __future__ import annotations
 import abc
 import bisect
 import contextlib
+import itertools
 import logging
 import os
 import re
 import time
 import zlib
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,9 +82,9 @@ from brokergroup.broker.store.record import (
     DEFAULT_MAX_BODY,
     Blank,
     Corrupt,
-    DecodedRecord,
+    RecordHeader,
     Span,
-    decode_record,
+    check_item,
     encode_blank,
     find_valid_item,
     peek_length,
@@ -92,6 +99,9 @@ DEFAULT_PREWRITE: Final = 1024 * 1024
 PREWRITE_BLOCK: Final = 4096
 _ZEROS = bytes(DEFAULT_PREWRITE)
 MIN_SEGMENT_SIZE: Final = 128
+RECENT_BYTES: Final = 256 * 1024
+"""How many of the bytes written last the log keeps in memory for `read_recent` (a master's tail
+for its slaves)."""
 MARKER_NAME: Final = "truncate.marker"
 STEP_MARKER_WRITTEN: Final = "truncate:marker-written"
 STEP_SEGMENT_DELETED: Final = "truncate:segment-deleted"
@@ -106,13 +116,35 @@ Chunk = tuple[int, int, bytes]
 """(segment start, position in the segment, bytes) to write."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FlushTicket:
-    """A flush in progress (`SegmentedLog.prepare_flush`): it makes bytes before `target` durable."""
+    """A flush in progress (`SegmentedLog.prepare_flush`): it makes bytes before `target` durable.
+
+    The flush job may raise `target` in its thread, right before it fsyncs, to the log's end as the
+    owner last wrote it (within the segments the job fsyncs), so that a put written after
+    `prepare_flush` but before the fsync started is covered by this flush, not the next one."""
 
     target: int
     generation: int
     """The log's truncation count when the flush was prepared."""
+
+
+def _coalesce(chunks: Sequence[Chunk]) -> list[Chunk]:
+    """Contiguous chunks of one segment joined, so that a segment gets one write per append (a
+    master's batch of 32 records: one pwrite, not 32)."""
+    if len(chunks) < 2:
+        return list(chunks)
+    out: list[Chunk] = []
+    parts: list[bytes] = []
+    start, position, end = chunks[0][0], chunks[0][1], chunks[0][1]
+    for chunk_start, chunk_position, data in chunks:
+        if chunk_start != start or chunk_position != end:
+            out.append((start, position, parts[0] if len(parts) == 1 else b"".join(parts)))
+            parts, start, position, end = [], chunk_start, chunk_position, chunk_position
+        parts.append(data)
+        end += len(data)
+    out.append((start, position, parts[0] if len(parts) == 1 else b"".join(parts)))
+    return out
 
 
 class SegmentedLog(abc.ABC):
@@ -132,6 +164,13 @@ class SegmentedLog(abc.ABC):
         self._base = 0  # the log's offset while it has no segment
         self._flushed = 0
         self._generation = 0  # bumped whenever bytes are cut or dropped: stale flush tickets are refused
+        self._end_mark = (0, 0)
+        """(generation, max offset) after the owner's last successful write: one tuple, replaced
+        whole, so that a flush thread reads a consistent pair (`FlushTicket`)."""
+        self._recent: deque[tuple[int, int, bytes]] = deque()
+        """(offset, segment start, bytes) of the last writes, contiguous, whole items each, at most
+        `RECENT_BYTES` in all; emptied whenever bytes are cut or a write fails."""
+        self._recent_bytes = 0
 
     # -- storage, provided by subclasses
     @abc.abstractmethod
@@ -203,16 +242,24 @@ class SegmentedLog(abc.ABC):
     def prepare_flush(self) -> tuple[FlushTicket, Callable[[], None]]:
         """A flush split for a worker thread: run `job()` exactly once, in any thread, then call
         `complete_flush(ticket)` in the owner's thread. `job` touches no state of the log."""
-        return FlushTicket(self.max_offset, self._generation), self._flush_job()
+        ticket = FlushTicket(self.max_offset, self._generation)
+        return ticket, self._flush_job(ticket)
 
-    def _flush_job(self) -> Callable[[], None]:
+    def _flush_job(self, ticket: FlushTicket) -> Callable[[], None]:
         return lambda: None
+
+    def _raise_target(self, ticket: FlushTicket, limit: int) -> None:
+        """In the flush thread, before its fsyncs: cover what the owner wrote since `prepare_flush`
+        up to `limit` (the end of the last segment the job fsyncs), if nothing was cut since."""
+        generation, end = self._end_mark
+        if generation == ticket.generation and end > ticket.target:
+            ticket.target = min(end, limit)
 
     def complete_flush(self, ticket: FlushTicket) -> bool:
         """Count the bytes before `ticket.target` as flushed, unless the log was cut since."""
         if ticket.generation != self._generation:
             return False
-        self._flushed = max(self._flushed, ticket.target)
+        self._flushed = max(self._flushed, min(ticket.target, self.max_offset))
         return True
 
     def _fits(self, position: int, size: int) -> bool:
@@ -227,12 +274,16 @@ class SegmentedLog(abc.ABC):
             return self._starts[-1] + self.segment_size, 0
         return self._starts[-1], self._sizes[-1]
 
-    def append(self, records: Sequence[bytes]) -> list[tuple[int, int]]:
-        """Append encoded records; returns each one's (offset, size). All or nothing is validated."""
+    def append(self, records: Sequence[bytes], *, encoded_here: bool = False) -> list[tuple[int, int]]:
+        """Append encoded records; returns each one's (offset, size). All or nothing is validated.
+
+        `encoded_here`: the records come straight from `encode_record` in this process (a master's
+        put), so their framing and CRC are not scanned again; only their sizes are checked."""
         for record in records:
-            span = scan_record(record, max_body=self.max_body)
-            if not isinstance(span, Span) or span.blank or span.size != len(record):
-                raise InvalidRecordError(f"not one whole record: {span}")
+            if not encoded_here:
+                span = scan_record(record, max_body=self.max_body)
+                if not isinstance(span, Span) or span.blank or span.size != len(record):
+                    raise InvalidRecordError(f"not one whole record: {span}")
             if not self._fits(0, len(record)):
                 raise InvalidRecordError(f"record of {len(record)} bytes exceeds segment_size={self.segment_size}")
         start, used = self._tail()
@@ -249,41 +300,54 @@ class SegmentedLog(abc.ABC):
         self._write(chunks)
         return placed
 
-    def append_raw(self, offset: int, data: bytes) -> None:
-        """Append bytes replicated from a master: whole records and blanks, starting at `offset`.
+    def append_raw(self, offset: int, data: bytes) -> list[RecordHeader]:
+        """Append bytes replicated from a master: whole records and blanks, starting at `offset`;
+        returns the records' headers (blanks left out), for the indexes.
 
         `offset` must be `max_offset`; an empty log also accepts any segment-aligned offset (a
         new slave starts where the master's log starts). Nothing is written unless all is valid.
+        Each item is validated once (`check_item`: CRC, fields) and the bytes are written as
+        received, one write per segment they touch (issue 17: no per-record copy or write).
         """
         if not data:
-            return
+            return []
         empty = self.max_offset == self.min_offset
         if offset != self.max_offset and not (empty and offset >= 0 and offset % self.segment_size == 0):
             raise StoreError(f"append_raw at offset={offset}, expected max_offset={self.max_offset}")
         rebase = offset != self.max_offset
         start, used = (offset, 0) if rebase else self._tail()
         chunks: list[Chunk] = []
-        position = 0
+        headers: list[RecordHeader] = []
+        position = run = 0  # `run`: where the bytes of the current segment start in `data`
+        size, max_body = self.segment_size, self.max_body
         while position < len(data):
-            if used == self.segment_size:
-                start, used = start + self.segment_size, 0
-            item = decode_record(data, position, max_body=self.max_body)
-            if not isinstance(item, DecodedRecord | Blank):
+            if used == size:
+                if position > run:
+                    chunks.append((start, used - (position - run), data[run:position]))
+                start, used, run = start + size, 0, position
+            item = check_item(data, position, base=offset, max_body=max_body)
+            if isinstance(item, RecordHeader):
+                ok = self._fits(used, item.size)
+                headers.append(item)
+            elif isinstance(item, Blank):
+                ok = used + item.size == size
+            else:
                 raise InvalidRecordError(f"replicated data at offset {offset + position}: {item}")
-            ok = used + item.size == self.segment_size if isinstance(item, Blank) else self._fits(used, item.size)
             if not ok:
                 raise InvalidRecordError(f"replicated item at offset {offset + position} breaks segment layout")
-            chunks.append((start, used, data[position : position + item.size]))
             position += item.size
             used += item.size
+        chunks.append((start, used - (position - run), data if run == 0 else data[run:]))
         if rebase:
             self.reset(offset)
         self._write(chunks)
+        return headers
 
     def reset(self, offset: int) -> None:
         """Drop every segment: the log is empty at `offset` (a multiple of the segment size)."""
         if offset < 0 or offset % self.segment_size:
             raise StoreError(f"reset to offset={offset}: not a multiple of segment_size={self.segment_size}")
+        self._forget_recent()
         self._drop_all()
         self._base = self._flushed = offset
         self._generation += 1
@@ -300,6 +364,7 @@ class SegmentedLog(abc.ABC):
         if offset not in self._starts:
             raise StoreError(f"delete_head to offset={offset}: not the start of a segment after the first")
         deleted = 0
+        self._forget_recent()
         while self._starts[0] < offset:
             self._drop_first()
             deleted += 1
@@ -313,6 +378,7 @@ class SegmentedLog(abc.ABC):
         try:
             self._write_chunks(chunks)
         except OSError:
+            self._forget_recent()
             while len(self._starts) > count:
                 self._discard_created()
             if self._starts:
@@ -320,6 +386,7 @@ class SegmentedLog(abc.ABC):
                 self._sizes[-1] = size
             self._flushed = min(self._flushed, self.max_offset)
             raise
+        self._end_mark = (self._generation, self.max_offset)
         self._written()
 
     @abc.abstractmethod
@@ -327,7 +394,7 @@ class SegmentedLog(abc.ABC):
         """Called after every successful write (the file log writes ahead here)."""
 
     def _write_chunks(self, chunks: Sequence[Chunk]) -> None:
-        for start, position, data in chunks:
+        for start, position, data in _coalesce(chunks):
             if not self._starts or start > self._starts[-1]:
                 if self._starts:
                     self._seal(len(self._starts) - 1)
@@ -338,6 +405,41 @@ class SegmentedLog(abc.ABC):
             assert position == self._sizes[-1], "chunks must be contiguous"
             self._pwrite(len(self._starts) - 1, position, data)
             self._sizes[-1] += len(data)
+            self._remember(start + position, start, data)
+
+    def _remember(self, offset: int, start: int, data: bytes) -> None:
+        recent = self._recent
+        recent.append((offset, start, data))
+        self._recent_bytes += len(data)
+        while self._recent_bytes > RECENT_BYTES:
+            self._recent_bytes -= len(recent.popleft()[2])
+
+    def _forget_recent(self) -> None:
+        self._recent.clear()
+        self._recent_bytes = 0
+
+    def read_recent(self, offset: int, max_bytes: int) -> bytes | None:
+        """What `read(offset, max_bytes)` may answer, from the bytes written last, kept in memory:
+        whole writes from one that starts at `offset`, within one segment, at most `max_bytes`; None
+        when `offset` is not the start of a write still kept or that write is larger (then `read`
+        reads the file). Spares a master the `pread` of the tail it
+        has just written, for each slave (issue 17)."""
+        recent = self._recent
+        if not recent or offset < recent[0][0] or offset >= self.max_offset:
+            return None
+        index = len(recent) - 1
+        while recent[index][0] > offset:  # a slave reads near the end: a few steps back
+            index -= 1
+        first, start, data = recent[index]
+        if first != offset or len(data) > max_bytes:  # `read` splits a write by items
+            return None
+        parts, end = [data], offset + len(data)
+        for later, later_start, later_data in itertools.islice(recent, index + 1, None):
+            if later_start != start or later != end or end + len(later_data) - offset > max_bytes:
+                break
+            parts.append(later_data)
+            end += len(later_data)
+        return data if len(parts) == 1 else b"".join(parts)
 
     def _locate(self, offset: int) -> int:
         if not self.min_offset <= offset <= self.max_offset:
@@ -391,6 +493,7 @@ class SegmentedLog(abc.ABC):
         if position != len(prefix):
             raise StoreError(f"offset={offset} is not at a record boundary")
         self._generation += 1
+        self._forget_recent()
         self._cut(offset)
         self._flushed = min(self._flushed, offset)
 
@@ -470,9 +573,11 @@ class CommitLog(SegmentedLog):
         verify_all: bool = False,
         step_hook: Callable[[str], None] | None = None,
         prewrite: int = DEFAULT_PREWRITE,
+        synced_offset: int | None = None,
     ) -> None:
         """`prewrite`: bytes of zeros kept written ahead of the last segment's end (0: none; see
-        the module docstring)."""
+        the module docstring). `synced_offset`: an item boundary up to which the log is known to
+        have been fsynced (the index checkpoint's), so recovery verifies only what follows it."""
         super().__init__(segment_size=segment_size, max_body=max_body)
         if prewrite < 0:
             raise ValueError(f"prewrite={prewrite} must not be negative")
@@ -487,7 +592,7 @@ class CommitLog(SegmentedLog):
         self._prewrite_failing = False
         self._opened = False
         try:
-            self._open(verify_all=verify_all)
+            self._open(verify_all=verify_all, synced_offset=synced_offset)
         except BaseException:
             self.close()
             raise
@@ -495,7 +600,7 @@ class CommitLog(SegmentedLog):
     def _path(self, start: int) -> Path:
         return self.directory / f"{start:020d}"
 
-    def _open(self, *, verify_all: bool) -> None:
+    def _open(self, *, verify_all: bool, synced_offset: int | None) -> None:
         self._marker.with_name(MARKER_NAME + ".tmp").unlink(missing_ok=True)  # torn marker write
         for path in sorted(p for p in self.directory.iterdir() if _SEGMENT_NAME.fullmatch(p.name)):
             self._fds.append(os.open(path, os.O_RDWR))
@@ -509,7 +614,12 @@ class CommitLog(SegmentedLog):
         self._check_layout()
         last = len(self._starts) - 1
         for index in range(0 if verify_all else max(last, 0), last + 1):
-            self._recover(index, tail=index == last)
+            start = self._starts[index]
+            trusted = index == last and not verify_all and synced_offset is not None
+            skip = synced_offset - start if trusted and synced_offset is not None else 0
+            if not 0 <= skip <= self._sizes[index]:  # another segment's, or beyond the file: verify it all
+                skip = 0
+            self._recover(index, tail=index == last, skip=skip)
         if self._fds:  # after a kill -9 the tail may sit in the page cache only: counted as flushed below
             os.fsync(self._fds[-1])
         self._flushed = self.max_offset
@@ -529,40 +639,43 @@ class CommitLog(SegmentedLog):
             if self._sizes[index] > size or (index < len(self._starts) - 1 and self._sizes[index] != size):
                 raise CorruptLogError(f"{self._path(start)}: holds {self._sizes[index]} bytes, segment_size is {size}")
 
-    def _recover(self, index: int, *, tail: bool) -> None:
-        """Scan one segment; cut a damaged tail of the last one, raise on anything else."""
-        start, data = self._starts[index], self._pread(index, 0, self._sizes[index])
+    def _recover(self, index: int, *, tail: bool, skip: int = 0) -> None:
+        """Scan one segment from position `skip` (an item boundary; what is before it was fsynced
+        and is trusted); cut a damaged tail of the last one, raise on anything else."""
+        start, data = self._starts[index], self._pread(index, skip, self._sizes[index] - skip)
         zeros_from = len(data.rstrip(b"\0")) if tail else len(data)  # the written-ahead tail
-        position = 0
+        position = 0  # in `data`; `skip + position` in the segment
         while position < len(data):
             item = scan_record(data, position, max_body=self.max_body)
             if isinstance(item, Span):
                 end = position + item.size
-                if (end == self.segment_size) if item.blank else self._fits(position, item.size):
+                if (skip + end == self.segment_size) if item.blank else self._fits(skip + position, item.size):
                     position = end
                     continue
             if position >= zeros_from:
-                logger.debug("%s: zeros written ahead from offset=%d trimmed", self._path(start), start + position)
-                os.ftruncate(self._fds[index], position)  # fsynced by _open
-                self._sizes[index] = position
+                logger.debug(
+                    "%s: zeros written ahead from offset=%d trimmed", self._path(start), start + skip + position
+                )
+                os.ftruncate(self._fds[index], skip + position)  # fsynced by _open
+                self._sizes[index] = skip + position
                 return
             problem = item if not isinstance(item, Span) else f"item of {item.size} bytes breaks segment layout"
             later = find_valid_item(data, position + 1, max_body=self.max_body)
             if not tail or later is not None:
-                after = f"; a valid item follows at offset {start + later}" if later is not None else ""
+                after = f"; a valid item follows at offset {start + skip + later}" if later is not None else ""
                 raise CorruptLogError(
-                    f"{self._path(start)}: damaged item at offset {start + position} ({problem}){after}"
+                    f"{self._path(start)}: damaged item at offset {start + skip + position} ({problem}){after}"
                 )
             logger.warning(
                 "cutting %d bytes of damaged tail from %s at offset=%d: %s",
                 len(data) - position,
                 self._path(start),
-                start + position,
+                start + skip + position,
                 problem,
             )
-            os.ftruncate(self._fds[index], position)
+            os.ftruncate(self._fds[index], skip + position)
             os.fsync(self._fds[index])
-            self._sizes[index] = position
+            self._sizes[index] = skip + position
             return
 
     # -- storage
@@ -642,15 +755,19 @@ class CommitLog(SegmentedLog):
                 os.fdatasync(self._fds[index])
         self._flushed = self.max_offset
 
-    def _flush_job(self) -> Callable[[], None]:
-        fds = [
-            os.dup(fd)
+    def _flush_job(self, ticket: FlushTicket) -> Callable[[], None]:
+        pending = [
+            (fd, start)
             for fd, start, size in zip(self._fds, self._starts, self._sizes, strict=True)
             if start + size > self._flushed
         ]
+        fds = [os.dup(fd) for fd, _ in pending]
+        limit = pending[-1][1] + self.segment_size if pending else ticket.target
 
         def job() -> None:
             try:
+                if fds:  # the last of them is the log's last segment, where new writes land
+                    self._raise_target(ticket, limit)
                 for fd in fds:
                     os.fdatasync(fd)
             finally:

@@ -13,7 +13,18 @@ The verdict's `status` is one of:
   invoked an operation while its previous one was still open (a process does one at a time: its
   reads' order means nothing otherwise, and a poll begun twice at one position reads the same
   offsets twice, which `nonMonotonicPolls` then reports);
+  a message missing from a final read of a replica that says retention deleted part of the queue
+  has no known queue offset (neither read nor in its acknowledgement), so whether retention took
+  it cannot be told;
 - VALID: none of that.
+
+Retention (issue 18): a read below a queue's min offset is answered with that min offset
+(OFFSET_TOO_SMALL), and the history records the offsets `[from, to)` the reader was told are gone
+(`skipped` of a poll, `brokergroup.chaos.history`). A message missing from a replica's final read
+counts as deleted by retention, not lost, only when every queue offset it is known at (read, or
+acknowledged) lies in a range that replica's final read was told is gone; a reader whose reads
+jump over offsets without being told is an anomaly (`unreportedGaps`). `stats.retention` counts
+what retention deleted before the final reads and before any consumer read it.
 
 Anomalies in the clients' history (a message is `(queue, producerId, seq)`):
 - lost: an acknowledged (`ok`) send missing from a final read of its queue (every replica is
@@ -31,7 +42,9 @@ Anomalies in the clients' history (a message is `(queue, producerId, seq)`):
   from any replicas, at any time);
 - nonMonotonicSends: a producer's acknowledgements out of sequence order, or a producer's
   messages stored out of sequence order in its queue;
-- nonMonotonicPolls: a reader's offsets in one queue not strictly increasing.
+- nonMonotonicPolls: a reader's offsets in one queue not strictly increasing;
+- unreportedGaps: a poll (a consumer's or a final read) that read past offsets it neither read nor
+  was told retention had deleted (a silently skipped message).
 
 Anomalies in the controller event log (records deduplicated by `eventId`, raft events only,
 ordered by (term, index)):
@@ -63,6 +76,7 @@ ANOMALIES = (
     "inconsistentOffsets",
     "nonMonotonicSends",
     "nonMonotonicPolls",
+    "unreportedGaps",
     "splitBrain",
     "epochRegressions",
 )
@@ -96,6 +110,8 @@ class _Sends:
         self.outcome: dict[Message, str] = {}
         self.digest: dict[Message, str | None] = {}
         self.acked_order: dict[str, list[int]] = collections.defaultdict(list)
+        self.acked_offset: dict[Message, int] = {}
+        """Where the master said it stored an acknowledged message (`queueOffset` of the ok, when known)."""
         self.nemesis: collections.Counter[str] = collections.Counter()
         self.topology: dict[str, Any] | None = None
         self.ops = 0
@@ -120,6 +136,8 @@ class _Sends:
             self.outcome[message] = str(kind)
         if kind == "ok":
             self.acked_order[process].append(message[2])
+            if op["value"].get("queueOffset") is not None:
+                self.acked_offset[message] = int(op["value"]["queueOffset"])
 
     @property
     def acked(self) -> set[Message]:
@@ -139,6 +157,9 @@ class _Reads:
         self.stored_twice: list[tuple[str, Message, int]] = []
         self.digests: dict[Message, set[str]] = collections.defaultdict(set)
         self.consumed: set[Message] = set()
+        self.gone: dict[tuple[str, str], list[tuple[int, int]]] = collections.defaultdict(list)
+        """(queue, reader process) → the offset ranges [from, to) the broker said retention had deleted."""
+        self.gaps: list[dict[str, Any]] = []
         self.without_digest = 0
         self.total = 0
 
@@ -154,6 +175,10 @@ class _Reads:
                 self.final_failed[(queue, replica)] = str(error)
             return
         messages = op["value"].get("messages") or []
+        gone = [(int(a), int(b)) for a, b in op["value"].get("skipped") or []]
+        self.gone[(queue, process)] += gone
+        if op["value"].get("offset") is not None:
+            self._check_contiguous(process, queue, int(op["value"]["offset"]), messages, gone)
         if final:
             self.final_failed.pop((queue, replica), None)
             seen = self.final[queue].setdefault(replica, set())
@@ -172,6 +197,23 @@ class _Reads:
                 self.digests[(queue, pid, seq)].add(str(digest[0]))
             else:
                 self.without_digest += 1
+
+    def _check_contiguous(
+        self, process: str, queue: str, start: int, messages: list[Any], gone: list[tuple[int, int]]
+    ) -> None:
+        """A read from `start` covers its offsets without a hole: each message or told-deleted range begins
+        where the one before ended."""
+        spans = sorted([(int(m[0]), int(m[0]) + 1) for m in messages] + gone)
+        at = start
+        for begin, end in spans:
+            if begin > at:
+                self.gaps.append({"process": process, "queue": queue, "from": at, "to": begin})
+            at = max(at, end)
+
+    def expired_on(self, queue: str, reader: str, offsets: Collection[int]) -> bool:
+        """Every offset in `offsets` lies in a range `reader` was told retention deleted (False when none)."""
+        ranges = self.gone.get((queue, reader), [])
+        return bool(offsets) and all(any(a <= o < b for a, b in ranges) for o in offsets)
 
 
 class _OpenOps:
@@ -207,19 +249,41 @@ def _check_history(sends: _Sends, reads: _Reads, found: _Examples) -> dict[str, 
         for before, after in itertools.pairwise(seqs):
             if after <= before:
                 found.add("nonMonotonicSends", {"process": process, "ackedSeq": after, "after": before})
+    retention = _Retention()
     for message in sorted(acked):
         queue = message[0]
         finals = reads.final.get(queue)
         if finals:
-            missing = sorted(replica for replica, seen in finals.items() if message not in seen)
-            if missing:
-                found.add("lost", {"message": list(message), "missingFrom": missing})
+            missing = [replica for replica, seen in finals.items() if message not in seen]
+            offsets = _offsets(message, sends, reads)
+            lost = sorted(r for r in missing if not retention.took(message, f"{FINAL_PREFIX}{r}", offsets, reads))
+            if lost:
+                found.add("lost", {"message": list(message), "missingFrom": lost})
         elif message not in reads.offsets_of:
             found.add("lost", {"message": list(message), "missingFrom": ["every read"]})
+        told = [
+            process
+            for (q, process) in reads.gone
+            if q == queue
+            and not process.startswith(FINAL_PREFIX)
+            and reads.expired_on(queue, process, _offsets(message, sends, reads))
+        ]
+        for process in told:
+            retention.told_consumer[process] += 1
+        if told and message not in reads.consumed:
+            retention.unread.add(message)
     for message in sorted(reads.consumed):
-        missing = sorted(r for r, seen in reads.final.get(message[0], {}).items() if message not in seen)
+        finals_of = reads.final.get(message[0], {})
+        offsets = reads.offsets_of[message]
+        missing = sorted(
+            r
+            for r, seen in finals_of.items()
+            if message not in seen and not retention.took(message, f"{FINAL_PREFIX}{r}", offsets, reads)
+        )
         if missing:
             found.add("readThenLost", {"message": list(message), "missingFrom": missing})
+    for gap in reads.gaps:
+        found.add("unreportedGaps", gap)
     for message, offsets in sorted(reads.offsets_of.items()):
         if len(offsets) > 1:
             found.add("duplicated", {"message": list(message), "offsets": sorted(offsets)})
@@ -251,7 +315,51 @@ def _check_history(sends: _Sends, reads: _Reads, found: _Examples) -> dict[str, 
         "distinctMessagesRead": len(read_ids),
         "finalReads": {q: {r: len(s) for r, s in sorted(rs.items())} for q, rs in sorted(reads.final.items())},
         "faults": dict(sorted(sends.nemesis.items())),
+        "retention": retention.stats(reads, sends.acked),
     }
+
+
+def _offsets(message: Message, sends: _Sends, reads: _Reads) -> set[int]:
+    """Every queue offset a message is known at: where readers read it and where its acknowledgement put it."""
+    known = set(reads.offsets_of.get(message, ()))
+    if message in sends.acked_offset:
+        known.add(sends.acked_offset[message])
+    return known
+
+
+class _Retention:
+    """What retention deleted before the final reads and before the consumers, as the broker said."""
+
+    def __init__(self) -> None:
+        self.before_final: dict[str, set[Message]] = collections.defaultdict(set)
+        """final reader → messages missing from its read that lie in what it was told is deleted."""
+        self.unknown: dict[str, set[Message]] = collections.defaultdict(set)
+        """final reader → missing messages whose offset nobody knows, from a replica whose head is deleted."""
+        self.unread: set[Message] = set()
+        """Acknowledged messages no consumer read, which a consumer was told retention had deleted."""
+        self.told_consumer: collections.Counter[str] = collections.Counter()
+        """consumer → acknowledged messages it was told retention had deleted before it read them."""
+
+    def took(self, message: Message, reader: str, offsets: set[int], reads: _Reads) -> bool:
+        if reads.expired_on(message[0], reader, offsets):
+            self.before_final[reader].add(message)
+            return True
+        if not offsets and reads.gone.get((message[0], reader)):
+            self.unknown[reader].add(message)
+            return True  # not counted as lost: the run is INCOMPLETE instead (`_incompleteness`)
+        return False
+
+    def stats(self, reads: _Reads, acked: set[Message]) -> dict[str, Any]:
+        told = {
+            f"{queue} {reader}": sum(b - a for a, b in ranges) for (queue, reader), ranges in sorted(reads.gone.items())
+        }
+        return {
+            "offsetsToldDeleted": {k: v for k, v in told.items() if v},
+            "ackedDeletedBeforeFinalRead": {r: len(m) for r, m in sorted(self.before_final.items())},
+            "ackedDeletedBeforeConsumerRead": dict(sorted(self.told_consumer.items())),
+            "ackedDeletedBeforeAnyConsumerRead": len(self.unread & acked),
+            "missingWithUnknownOffset": {r: len(m) for r, m in sorted(self.unknown.items())},
+        }
 
 
 def _check_log_order(reads: _Reads, found: _Examples) -> None:
@@ -385,6 +493,12 @@ def check(
     anomalies = {kind: found.counts[kind] for kind in ANOMALIES}
     failing = sorted(kind for kind, n in anomalies.items() if n and kind not in tolerate)
     incomplete = _incompleteness(sends, reads, event_nodes) + open_ops.problems()
+    incomplete += [
+        f"{n} acknowledged messages are missing from the final read {reader} of a queue whose head retention "
+        "deleted, and their queue offsets are unknown (never read, no offset in the acknowledgement): deleted "
+        "or lost cannot be told"
+        for reader, n in stats["retention"]["missingWithUnknownOffset"].items()
+    ]
     status = INVALID if failing else INCOMPLETE if incomplete else VALID
     return {
         "status": status,

@@ -54,6 +54,18 @@ def add_parser(sub: Any) -> None:
         default="binary",
         help="how producers and consumers reach the brokers: the binary client port (default) or the HTTP API",
     )
+    r = p.add_argument_group("retention (issue 18): brokers delete segments while the run goes on")
+    r.add_argument("--retention-bytes", type=int, default=None, help="store.retention_bytes of every broker")
+    r.add_argument("--retention-ms", type=int, default=None, help="store.retention_ms of every broker")
+    r.add_argument("--segment-size", type=int, default=4096, help="store.segment_size with retention (default 4096)")
+    r.add_argument(
+        "--lagging-consumer-every",
+        type=float,
+        default=None,
+        metavar="S",
+        help="one more consumer per set that polls only every S seconds (falls behind retention; default: with "
+        "retention 15, else none)",
+    )
     p.set_defaults(func=run)
     f = kinds.add_parser("powerfs", help="the power-loss file system: mount, drop (power loss) or status")
     f.add_argument("powerfs_args", nargs=argparse.REMAINDER, help="mount|drop|status and their options")
@@ -72,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     from brokergroup.chaos import checker, netns, powerfs
     from brokergroup.chaos.nemesis import POWER_LOSS, NemesisError, expand
     from brokergroup.chaos.runner import ChaosRun, RunOptions
-    from brokergroup.chaos.topology import ClusterSpec
+    from brokergroup.chaos.topology import ClusterSpec, Retention
 
     if args.faults < 0:
         print("brokergroup chaos run: --faults must be at least 0", file=sys.stderr)
@@ -98,6 +110,18 @@ def run(args: argparse.Namespace) -> int:
     elif power_missing:
         print(f"brokergroup chaos run: {POWER_LOSS} needs FUSE: {'; '.join(power_missing)}", file=sys.stderr)
         return 2
+    retention = None
+    if args.retention_bytes is not None or args.retention_ms is not None:
+        try:
+            retention = Retention(
+                segment_size=args.segment_size, retention_bytes=args.retention_bytes, retention_ms=args.retention_ms
+            )
+        except ValueError as exc:
+            print(f"brokergroup chaos run: {exc}", file=sys.stderr)
+            return 2
+    lagging = args.lagging_consumer_every
+    if lagging is None and retention is not None:
+        lagging = 15.0
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     out = args.out or Path(f"brokergroup-chaos-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
@@ -112,9 +136,11 @@ def run(args: argparse.Namespace) -> int:
             profile=profiles.profile(args.profile),
             netns=use_netns,
             power_fs=POWER_LOSS in kinds,
+            retention=retention,
         ),
         rate=args.rate,
         protocol=args.protocol,
+        lagging_every_s=lagging,
     )
     _print(
         f"chaos run: {args.faults} faults from {','.join(kinds)}; mode {args.mode}, profile {args.profile}, "
@@ -138,6 +164,13 @@ def render(result: dict[str, Any]) -> str:
         f"master epochs {json.dumps(stats['masterEpochs'])}",
         "anomalies: " + ", ".join(f"{k} {v}" for k, v in verdict["anomalies"].items()),
     ]
+    kept = stats.get("retention") or {}
+    if kept.get("offsetsToldDeleted"):
+        lines.append(
+            f"retention: offsets told deleted {json.dumps(kept['offsetsToldDeleted'])}; acknowledged messages "
+            f"deleted before the final read {json.dumps(kept['ackedDeletedBeforeFinalRead'])}, before any "
+            f"consumer read them {kept['ackedDeletedBeforeAnyConsumerRead']}"
+        )
     if verdict["tolerated"]:
         lines.append(f"tolerated in {summary['mode']} mode (counted, not failing): {', '.join(verdict['tolerated'])}")
     for kind, examples in verdict["examples"].items():

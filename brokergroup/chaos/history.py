@@ -13,9 +13,13 @@ A history is a JSONL file, one operation per line:
 - `value`:
   - send: `{"queue": "<set>/<topic>/<queueId>", "producerId": P, "seq": S, "payload": "...",
     "digest": D}` (the idempotent producer's identity of the message, its body as text, and
-    `body_digest` of the bytes sent); an `ok` adds `attempts` (how many puts it took);
-  - poll (ok): `{"queue": Q, "messages": [[queueOffset, producerId, seq, digest], ...]}` (the
-    digest of the body read);
+    `body_digest` of the bytes sent); an `ok` adds `attempts` (how many puts it took) and
+    `queueOffset` (where the master stored it, as its answer said; null when it no longer knew);
+  - poll (ok): `{"queue": Q, "offset": O, "messages": [[queueOffset, producerId, seq, digest], ...]}`
+    (where the read started, and the digest of each body read), plus `"skipped": [[from, to], ...]`
+    when the broker answered that retention had deleted the queue below `to` (its min offset, the
+    OFFSET_TOO_SMALL status of GET /v1/messages, the min offset of the binary reply): the offsets
+    `[from, to)` were gone before this reader got to them;
   - poll (invoke): `{"queue": Q, "offset": where the read starts}`; (fail): `{"queue", "error"}`;
   - topology: `{"queues": {Q: [replica, ...]}, "controllers": [node, ...]}`: what the final
     reads and the event logs must cover for the checker to call a run complete.
@@ -158,7 +162,8 @@ class ProducerClient:
         except asyncio.CancelledError:
             self.history.record(self.process, "info", "send", {**value, "error": "cancelled"})
             raise
-        self.history.record(self.process, "ok", "send", {**value, "attempts": sent.attempts})
+        stored = sent.queue_offsets[0] if sent.queue_offsets else None
+        self.history.record(self.process, "ok", "send", {**value, "attempts": sent.attempts, "queueOffset": stored})
         self.acked += 1
         self.refused += sent.attempts - 1
         self.last_ack = time.monotonic()
@@ -172,7 +177,11 @@ class ConsumerClient:
     A process does one operation at a time (the checker's model of a history): a poll started
     while another is open, as a drain beside the polling loop would, waits for it. Two polls open
     at once would both start at the same position, read the same messages, and record an earlier
-    offset after a later one (`nonMonotonicPolls`, issue 17)."""
+    offset after a later one (`nonMonotonicPolls`, issue 17).
+
+    It reads from the queue's offset 0 (never from a committed offset), so every offset it did not
+    read is accounted for: a poll below the queue's min offset reads nothing, moves the position to
+    the min offset and is recorded with the `skipped` range (retention deleted it first)."""
 
     def __init__(
         self, process: str, consumer: Consumer | BinaryConsumer, history: HistoryWriter, *, broker_set: str, topic: str
@@ -183,17 +192,24 @@ class ConsumerClient:
         self.queue = queue_name(broker_set, topic, 0)
         self.topic = topic
         self.read = 0
+        self.skipped = 0
+        """Offsets the broker said retention had deleted before this consumer read them."""
         self._one_at_a_time = asyncio.Lock()
+        consumer.positions.setdefault((topic, 0), 0)
 
     @property
     def position(self) -> int:
         return self.consumer.positions.get((self.topic, 0), 0)
 
-    async def run(self, stop: asyncio.Event, *, idle_s: float = 0.05) -> None:
+    async def run(self, stop: asyncio.Event, *, idle_s: float = 0.05, every_s: float | None = None) -> None:
+        """Poll until `stop`: again at once while polls find messages, after `idle_s` when one finds none;
+        with `every_s`, one poll every `every_s` whatever it found (a consumer that lags behind)."""
         while not stop.is_set():
-            if await self.poll_one() == 0:
+            found = await self.poll_one()
+            pause = every_s if every_s is not None else (idle_s if found == 0 else 0.0)
+            if pause > 0:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), idle_s)
+                    await asyncio.wait_for(stop.wait(), pause)
 
     async def poll_one(self) -> int:
         """Messages read by one poll (0 when the poll failed or found nothing)."""
@@ -201,7 +217,8 @@ class ConsumerClient:
             return await self._poll()
 
     async def _poll(self) -> int:
-        self.history.record(self.process, "invoke", "poll", {"queue": self.queue, "offset": self.position})
+        start = self.position
+        self.history.record(self.process, "invoke", "poll", {"queue": self.queue, "offset": start})
         try:
             received = await self.consumer.poll(self.topic, 0, max_count=256)
         except ProduceError as exc:
@@ -211,16 +228,24 @@ class ConsumerClient:
             self.history.record(self.process, "fail", "poll", {"queue": self.queue, "error": "cancelled"})
             raise
         messages = [[m.queue_offset, m.producer_id, m.seq, body_digest(m.body)] for m in received]
-        self.history.record(self.process, "ok", "poll", {"queue": self.queue, "messages": messages})
+        value: dict[str, Any] = {"queue": self.queue, "offset": start, "messages": messages}
+        low = self.consumer.min_offsets.get((self.topic, 0))
+        if low is not None and start < low:  # retention deleted [start, low) before this consumer got there
+            value["skipped"] = [[start, low]]
+            self.skipped += low - start
+        self.history.record(self.process, "ok", "poll", value)
         self.read += len(messages)
         return len(messages)
 
 
 async def read_replica(
     session: aiohttp.ClientSession, address: str, topic: str, queue_id: int = 0, *, timeout_s: float = 10.0
-) -> list[list[Any]]:
-    """Every message of a queue on one replica, as [queueOffset, producerId, seq, body digest], from offset 0."""
+) -> tuple[list[list[Any]], list[list[int]]]:
+    """Every message of a queue on one replica, as [queueOffset, producerId, seq, body digest], from offset 0;
+    and the ranges [from, to) that the replica answered OFFSET_TOO_SMALL for (retention deleted them; the
+    read goes on at the `nextOffset` it named, the queue's min offset)."""
     out: list[list[Any]] = []
+    skipped: list[list[int]] = []
     offset = 0
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     while True:
@@ -229,8 +254,15 @@ async def read_replica(
             if r.status != 200:
                 raise ProduceError(f"HTTP {r.status}", await r.text())
             body = await r.json()
+        if body.get("status") == "OFFSET_TOO_SMALL":
+            after = int(body["nextOffset"])
+            if after <= offset:
+                raise ProduceError("OFFSET_TOO_SMALL", f"at {offset} with nextOffset {after}: the read cannot go on")
+            skipped.append([offset, after])
+            offset = after
+            continue
         if not body["messages"]:
-            return out
+            return out, skipped
         out += [
             [int(m["queueOffset"]), int(m["producerId"]), int(m["seq"]), body_digest(base64.b64decode(m["body"]))]
             for m in body["messages"]
@@ -247,13 +279,16 @@ async def final_read(
     process = f"final:{replica}"
     history.record(process, "invoke", "poll", {"queue": queue, "offset": 0})
     try:
-        messages = await read_replica(session, address, topic)
+        messages, skipped = await read_replica(session, address, topic)
     except (ProduceError, aiohttp.ClientError, TimeoutError, ValueError, KeyError) as exc:
         history.record(
             process, "fail", "poll", {"queue": queue, "error": f"{address}: {str(exc) or type(exc).__name__}"}
         )
         return None
-    history.record(process, "ok", "poll", {"queue": queue, "messages": messages})
+    value: dict[str, Any] = {"queue": queue, "offset": 0, "messages": messages}
+    if skipped:
+        value["skipped"] = skipped
+    history.record(process, "ok", "poll", value)
     return len(messages)
 
 

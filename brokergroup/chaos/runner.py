@@ -66,6 +66,9 @@ class RunOptions:
     recovery_timeout_s: float = 90.0
     protocol: str = "binary"
     """How producers and consumers reach the brokers: "binary" (the binary client port) or "http"."""
+    lagging_every_s: float | None = None
+    """Also run one consumer per set that polls only this often (256 messages at most each time), so that
+    with `spec.retention` it falls below what retention keeps and is told so (OFFSET_TOO_SMALL)."""
 
     @property
     def tolerate(self) -> tuple[str, ...]:
@@ -115,6 +118,8 @@ class ChaosRun:
         """What a fault saw that must never happen (a forged request taken)."""
         self.outages: list[outage.WriteOutage] = []
         self.leader_outages: list[outage.WriteOutage] = []
+        self.retention_samples: list[dict[str, Any]] = []
+        """Each replica's commit-log min offset after each fault and before the final reads (retention runs)."""
 
     async def run(self) -> dict[str, Any]:
         started = time.monotonic()
@@ -140,6 +145,7 @@ class ChaosRun:
             "safety": self.safety,
             "writeOutage": outage.summarize(self.outages),
             "leaderFaultOutage": outage.summarize(self.leader_outages),
+            "retentionSamples": self.retention_samples,
             "run": self._summary(time.monotonic() - started),
             "faults": self.faults,
         }
@@ -158,6 +164,8 @@ class ChaosRun:
             "netns": spec.netns,
             "powerFs": spec.power_fs,
             "protocol": self.options.protocol,
+            "retention": spec.retention.describe() if spec.retention is not None else None,
+            "laggingConsumerEveryS": self.options.lagging_every_s,
             "faultsInjected": len(self.faults),
             "faultMix": dict(sorted(collections.Counter(f["kind"] for f in self.faults).items())),
             "durationS": round(took, 1),
@@ -203,13 +211,25 @@ class ChaosRun:
                 )
                 for i, name in enumerate(sorted(self.cluster.sets))
             ]  # fmt: skip
+            lagging = [
+                ConsumerClient(
+                    f"c{len(consumers) + i}", consumer(name, f"chaos-lagging-{i}"), self.history,
+                    broker_set=name, topic=TOPIC,
+                )
+                for i, name in enumerate(sorted(self.cluster.sets))
+                if opts.lagging_every_s is not None
+            ]  # fmt: skip
             tasks = [asyncio.create_task(p.run(stop_producing)) for p in producers]
             tasks += [asyncio.create_task(c.run(stop_consuming)) for c in consumers]
+            tasks += [asyncio.create_task(c.run(stop_consuming, every_s=opts.lagging_every_s)) for c in lagging]
+            consumers += lagging
             try:
                 await self._until_acked_again(producers, timeout=opts.recovery_timeout_s)
+                await self._until_retention_deleted(session)
                 nemesis = Nemesis(self.cluster, self.rng, self.history)
                 for number, kind in enumerate(plan_faults(opts.kinds, opts.faults, self.rng), 1):
                     await self._one_fault(number, kind, nemesis, producers)
+                    await self._sample_retention(session, f"after fault {number}")
                 self.progress("final heal")
                 nemesis.heal_everything()
                 await self._recover("final heal", producers)
@@ -219,6 +239,7 @@ class ChaosRun:
                 stop_consuming.set()  # the polling loops end before the drain: one poll at a time per consumer
                 await asyncio.gather(*tasks[len(producers) :])
                 await self._drain(consumers)
+                await self._sample_retention(session, "before the final reads")
                 await self._final_reads(session)
                 await self._compare_raft_states(controller)
             finally:
@@ -328,6 +349,44 @@ class ChaosRun:
         nodes = agreement.digests
         shown = f"at last_applied {nodes[0]['last_applied']}" if agreement.agreed and nodes else agreement.problem
         self.progress(f"controllers' states: {'identical' if agreement.agreed else 'DIFFER'} {shown}")
+
+    async def _until_retention_deleted(self, session: aiohttp.ClientSession) -> None:
+        """With retention on, the faults start once every replica has deleted a segment, so that they fall on
+        logs whose head retention is cutting (a liveness failure if none does within the time allowed)."""
+        retention = self.options.spec.retention
+        if retention is None:
+            return
+        allowed = (retention.retention_ms or 0) / 1000 + self.options.recovery_timeout_s
+        deadline = time.monotonic() + allowed
+        while time.monotonic() < deadline:
+            found = await self._sample_retention(session, "before the faults", record=False)
+            if found and len(found) == sum(len(b.nodes) for b in self.cluster.sets.values()) and all(found.values()):
+                await self._sample_retention(session, "before the faults")
+                self.progress(f"retention deleted segments on every replica: min offsets {found}")
+                return
+            await asyncio.sleep(1.0)
+        self.liveness.append(f"retention deleted no segment on some replica within {allowed:.0f} s")
+
+    async def _sample_retention(
+        self, session: aiohttp.ClientSession, when: str, *, record: bool = True
+    ) -> dict[str, int]:
+        """With retention on: each replica's commit-log min offset (`GET /v1/status`), recorded in the history
+        (`harness` info `retention`) so that a run shows its segments were deleted while it went on. A replica
+        that does not answer (a fault) is left out of that sample."""
+        found: dict[str, int] = {}
+        if self.options.spec.retention is None:
+            return found
+        for brokers in self.cluster.sets.values():
+            for node in brokers.nodes:
+                try:
+                    async with session.get(f"http://{node.api}/v1/status", timeout=aiohttp.ClientTimeout(total=3)) as r:
+                        found[node.name] = int((await r.json())["store"]["minOffset"])
+                except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError):
+                    continue
+        if record:
+            self.history.record("harness", "info", "retention", {"when": when, "minOffsets": found})
+            self.retention_samples.append({"when": when, "minOffsets": found})
+        return found
 
     async def _final_reads(self, session: aiohttp.ClientSession) -> None:
         for name, brokers in sorted(self.cluster.sets.items()):

@@ -52,6 +52,46 @@ class ClusterSpec:
     power_fs: bool = False
     """Data directories on the power-loss file system (needed by the `power-loss` fault)."""
     log_level: str = "INFO"
+    retention: Retention | None = None
+    """Brokers delete segments during the run (issue 18); None: the broker's default, no retention."""
+
+    def broker_args(self) -> list[str]:
+        store = self.retention.broker_args() if self.retention is not None else []
+        return self.profile.broker_args() + self.mode.broker_args() + store + ["--log-level", self.log_level]
+
+
+@dataclasses.dataclass(frozen=True)
+class Retention:
+    """Small segments and a short retention, so that every replica deletes segments while the run goes on."""
+
+    segment_size: int = 4096
+    """`store.segment_size`: the chaos messages are ~67-byte records, so a segment holds ~60."""
+    retention_bytes: int | None = 2 * 4096
+    """`store.retention_bytes`: each replica keeps about this much of its commit log."""
+    retention_ms: int | None = None
+    """`store.retention_ms`: segments last written longer ago than this go (at least 1000)."""
+    check_interval_ms: int = 200
+    """`store.retention_check_interval_ms`."""
+
+    def __post_init__(self) -> None:
+        if self.retention_bytes is None and self.retention_ms is None:
+            raise ValueError("retention needs retention_bytes or retention_ms (or both)")
+
+    def broker_args(self) -> list[str]:
+        values = {"store.segment_size": self.segment_size, "store.retention_check_interval_ms": self.check_interval_ms}
+        if self.retention_bytes is not None:
+            values["store.retention_bytes"] = self.retention_bytes
+        if self.retention_ms is not None:
+            values["store.retention_ms"] = self.retention_ms
+        return [arg for key, value in values.items() for arg in ("--set", f"{key}={value}")]
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "segmentSize": self.segment_size,
+            "retentionBytes": self.retention_bytes,
+            "retentionMs": self.retention_ms,
+            "checkIntervalMs": self.check_interval_ms,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +147,7 @@ class ChaosCluster:
                 replicas=spec.replicas,
                 cluster_name=CLUSTER_NAME,
                 broker_token=self.broker_token,
-                extra_args=spec.profile.broker_args() + spec.mode.broker_args() + log,
+                extra_args=spec.broker_args(),
                 **placement(replica_names[name]),
             )
             for name in set_names

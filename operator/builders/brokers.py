@@ -6,9 +6,10 @@ is what the controller hands out as the master's address and what slaves replica
 
 Readiness (`/readyz`) means the broker is not fenced: the controller has told it its role. The
 master Service selects the set's pod that the operator labelled `role=master` from the
-controller's view; it exposes only the HTTP port (10911), which is what producers and consumers
-use. Slaves never go through it: they replicate from the HA address the master advertises, so the
-HA port (10912) is on the headless Service only.
+controller's view; it exposes the ports producers and consumers use: the HTTP API (10911) and the
+binary client port (10909, fixed so that a Service, a port-forward or a firewall rule can name it).
+Slaves never go through it: they replicate from the HA address the master advertises, so the HA port
+(10912) is on the headless Service only.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from brokergroup.operator.spec import BrokerGroupSpec
 CONTAINER: Final = "broker"
 HTTP: Final = Port("http", names.BROKER_PORT)
 HA: Final = Port("ha", names.BROKER_HA_PORT)
+BINARY: Final = Port("binary", names.BROKER_BINARY_PORT)
 GRACE_SECONDS: Final = 60
 STARTUP_SECONDS: Final = 600
 """Commit-log recovery of a large store happens before the HTTP port answers."""
@@ -40,7 +42,7 @@ def broker_process(owner: Owner, spec: BrokerGroupSpec, index: int) -> Process:
         container=CONTAINER,
         command=("brokergroup", "broker", "--config", f"{CONFIG_DIR}/{BROKER_TOML}"),
         config_file=BROKER_TOML,
-        ports=(HTTP, HA),
+        ports=(HTTP, HA, BINARY),
         probe_port=HTTP.name,
         env=tuple(broker_env(owner.name, index, owner.namespace)),
         resources=spec.brokers.resources,
@@ -79,7 +81,7 @@ def broker_headless_service(owner: Owner, index: int) -> dict[str, Any]:
         names.broker_set(bg, index),
         broker_set_labels(bg, index),
         labels.broker_set_selector(bg, index),
-        (HTTP, HA),
+        (HTTP, HA, BINARY),
         headless=True,
     )
 
@@ -92,6 +94,6 @@ def broker_master_service(owner: Owner, index: int) -> dict[str, Any]:
         names.broker_master_service(bg, index),
         broker_set_labels(bg, index),
         labels.broker_master_selector(bg, index),
-        (HTTP,),
+        (HTTP, BINARY),
         headless=False,
     )

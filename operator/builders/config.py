@@ -23,7 +23,7 @@ from brokergroup.operator import labels, names
 from brokergroup.operator.builders import tomlfile
 from brokergroup.operator.builders.meta import Owner, object_meta, short_hash
 from brokergroup.operator.builders.secret import ADMIN_TOKEN_KEY, BROKER_TOKEN_KEY, RAFT_PASSWORD_KEY
-from brokergroup.operator.spec import BrokerGroupSpec, Replication
+from brokergroup.operator.spec import BrokerGroupSpec, Replication, quantity_bytes
 
 CONFIG_DIR: Final = "/etc/brokergroup"
 CONTROLLER_TOML: Final = "controller.toml"
@@ -96,9 +96,24 @@ def replication_settings(spec: BrokerGroupSpec) -> dict[str, Any]:
 
 
 def store_retention(spec: BrokerGroupSpec) -> dict[str, Any]:
-    """`store.retention_ms` from `brokers.retentionHours` (nothing when unset: keep everything)."""
-    hours = spec.brokers.retention_hours
-    return {} if hours is None else {"retention_ms": hours * 3_600_000}
+    """`store` keys of retention and the full-disk threshold: `retention_ms` from `brokers.retentionHours`,
+    `retention_bytes` from `brokers.retentionSize`, `min_free_disk_bytes` from `brokers.minFreeDisk`. An
+    unset field writes nothing (the broker's default: keep everything, 128 MiB free), so a group that sets
+    none keeps the broker.toml, and the pods, it had."""
+    brokers = spec.brokers
+    out: dict[str, Any] = {}
+    if brokers.retention_hours is not None:
+        out["retention_ms"] = brokers.retention_hours * 3_600_000
+    if brokers.retention_size is not None:
+        out["retention_bytes"] = quantity_bytes(brokers.retention_size)
+    if brokers.min_free_disk is not None:
+        out["min_free_disk_bytes"] = quantity_bytes(brokers.min_free_disk)
+    return out
+
+
+def replica_seeding(spec: BrokerGroupSpec) -> dict[str, Any]:
+    """`ha.sync_from_last_file` from `brokers.syncFromLastFile`, written only when on (same reason)."""
+    return {"sync_from_last_file": True} if spec.brokers.sync_from_last_file else {}
 
 
 def broker_settings(bg: str, namespace: str, spec: BrokerGroupSpec) -> dict[str, Any]:
@@ -109,7 +124,13 @@ def broker_settings(bg: str, namespace: str, spec: BrokerGroupSpec) -> dict[str,
         "host": ALL_INTERFACES,
         "port": names.BROKER_PORT,
         "store": {"flush": "SYNC", **store_retention(spec)},
-        "ha": {"host": ALL_INTERFACES, "port": names.BROKER_HA_PORT, **replication_settings(spec)},
+        "ha": {
+            "host": ALL_INTERFACES,
+            "port": names.BROKER_HA_PORT,
+            **replication_settings(spec),
+            **replica_seeding(spec),
+        },
+        "binary": {"host": ALL_INTERFACES, "port": names.BROKER_BINARY_PORT},
         "controller": {
             "addresses": [controller_service_address(bg, namespace)],
             "dns_lookup": True,

@@ -177,6 +177,30 @@ def test_printer_columns(bg: BrokerGroups) -> None:
             {"brokers": {"replicas": 1}},  # minInSyncReplicas is the default: the message says so
             ["brokers.replicas must be at least brokers.minInSyncReplicas (default 2)", "raise brokers.replicas"],
         ),
+        # retention by size and the free-disk threshold (issue 18)
+        ({"brokers": {"retentionSize": "50 GB"}}, ["spec.brokers.retentionSize", "should match"]),
+        ({"brokers": {"minFreeDisk": "lots"}}, ["spec.brokers.minFreeDisk", "should match"]),
+        ({"brokers": {"syncFromLastFile": "yes"}}, ["spec.brokers.syncFromLastFile", "must be of type boolean"]),
+        (
+            {"brokers": {"retentionSize": "63Mi"}},
+            ["spec.brokers.retentionSize", "brokers.retentionSize must be at least one commit-log segment (64Mi)"],
+        ),
+        (
+            {"brokers": {"retentionSize": "10Gi"}},  # the default storage.size
+            [
+                "spec.brokers.retentionSize",
+                "brokers.retentionSize + one commit-log segment being written (64Mi) + brokers.minFreeDisk",
+                "lower brokers.retentionSize or raise brokers.storage.size",
+            ],
+        ),
+        (
+            {"brokers": {"retentionSize": "9Gi", "minFreeDisk": "1Gi", "storage": {"size": "10Gi"}}},
+            ["spec.brokers.retentionSize", "must fit in brokers.storage.size"],
+        ),
+        (
+            {"brokers": {"minFreeDisk": "20Gi", "storage": {"size": "20Gi"}}},
+            ["spec.brokers.minFreeDisk", "brokers.minFreeDisk must be below brokers.storage.size"],
+        ),
     ],
 )
 def test_bad_spec_is_refused(bg: BrokerGroups, spec: dict[str, Any], fragments: list[str]) -> None:
@@ -197,6 +221,22 @@ def test_names_that_cannot_prefix_children_are_refused(bg: BrokerGroups, name: s
 
 def test_the_longest_allowed_name_is_accepted(bg: BrokerGroups) -> None:
     accepted(bg.apply("a" * 41, {}))
+
+
+def test_retention_that_fits_the_volume_is_accepted_and_parses(bg: BrokerGroups) -> None:
+    """The largest retentionSize the CEL rule admits (10Gi - 64Mi - 128Mi) is the model's largest too; a
+    storage size that then shrinks the room is refused, and growing the volume lets retention grow."""
+    spec = bg.created("kept", {"brokers": {"retentionSize": "10048Mi", "syncFromLastFile": True}})["spec"]
+    assert spec["brokers"]["storage"]["size"] == "10Gi"
+    brokers = parse_spec(spec).brokers
+    assert (brokers.retention_size, brokers.min_free_disk, brokers.sync_from_last_file) == ("10048Mi", None, True)
+    refused(
+        bg.patch("kept", {"spec": {"brokers": {"minFreeDisk": "129Mi"}}}),
+        "spec.brokers.retentionSize",
+        "must fit in brokers.storage.size",
+    )
+    accepted(bg.patch("kept", {"spec": {"brokers": {"storage": {"size": "20Gi"}, "retentionSize": "19Gi"}}}))
+    assert bg.get("kept")["spec"]["brokers"]["retentionSize"] == "19Gi"
 
 
 # -- refused on update ---------------------------------------------------------------------------------

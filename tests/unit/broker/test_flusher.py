@@ -16,7 +16,7 @@ from brokergroup.broker.store.message_store import MessageStore
 from brokergroup.broker.store.segments import FlushTicket
 
 
-async def wait_until(predicate: Callable[[], bool], timeout: float = 2.0) -> None:
+async def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
     """Poll `predicate` with a deadline (the flusher's task runs in between)."""
     async with asyncio.timeout(timeout):
         while True:
@@ -242,6 +242,51 @@ def test_a_file_flush_job_survives_the_segment_being_cut(tmp_path: Path) -> None
         store.close()
 
 
+def test_a_file_flush_covers_a_put_written_before_its_fsync_started(tmp_path: Path) -> None:
+    """Issue 17: the job reads the log's end in its thread, so a put written during the hand-over
+    to the flush thread is covered by this flush instead of waiting for the next one."""
+    store = open_store(tmp_path / "s")
+    try:
+        first = put(store)
+        ticket, job = store.prepare_flush()
+        assert ticket.target == first
+        second = put(store)  # after prepare_flush, before the job runs
+        job()
+        assert store.complete_flush(ticket)
+        assert store.flushed_offset == second == store.max_offset
+    finally:
+        store.close()
+
+
+def test_a_file_flush_never_counts_bytes_of_a_segment_it_does_not_fsync(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s")
+    try:
+        put(store)
+        ticket, job = store.prepare_flush()
+        while store.max_offset < SETTINGS.segment_size + 1:  # a new segment, created after prepare_flush
+            put(store, bytes(900))
+        job()
+        assert store.complete_flush(ticket)
+        assert store.flushed_offset == SETTINGS.segment_size  # the job's last segment, blank included
+        assert store.flushed_offset < store.max_offset
+    finally:
+        store.close()
+
+
+def test_a_file_flush_never_counts_what_a_truncation_replaced(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s")
+    try:
+        keep = put(store)
+        ticket, job = store.prepare_flush()
+        store.truncate(0)
+        put(store, b"written after the cut")
+        job()
+        assert not store.complete_flush(ticket)
+        assert store.flushed_offset == 0 < keep
+    finally:
+        store.close()
+
+
 # ---- slaves: replicated appends, no put waiting (issue 21) -------------------------------------------
 
 
@@ -269,7 +314,7 @@ async def test_a_sync_flusher_fsyncs_replicated_frames_with_no_put_waiting(
     make_flusher(seam=seam)
     end = replicate(master, store, 3)
     assert store.flushed_offset < end
-    await wait_until(lambda: store.flushed_offset == end, timeout=10.0)
+    await wait_until(lambda: store.flushed_offset == end)
     assert seam.calls >= 1
 
 
@@ -279,12 +324,12 @@ async def test_one_fsync_covers_every_frame_received_during_the_previous_one(
     seam = GatedThread()
     flusher = make_flusher(seam=seam)
     first = replicate(master, store)
-    await wait_until(lambda: seam.calls == 1, timeout=10.0)  # flush 1 runs, covering the first frame only
+    await wait_until(lambda: seam.calls == 1)  # flush 1 runs, covering the first frame only
     for _ in range(5):
         end = replicate(master, store)
     assert store.flushed_offset == 0
     seam.gate.set()
-    await wait_until(lambda: store.flushed_offset == end, timeout=10.0)
+    await wait_until(lambda: store.flushed_offset == end)
     assert first < end
     assert seam.calls == flusher.flush_count == 2
 
@@ -298,7 +343,7 @@ async def test_an_async_flusher_flushes_replicated_frames_within_its_interval(
     try:
         end = replicate(master, slave, 2)
         assert slave.ackable_offset == end  # ASYNC acknowledges what is written
-        await wait_until(lambda: slave.flushed_offset == end, timeout=10.0)
+        await wait_until(lambda: slave.flushed_offset == end)
     finally:
         await flusher.stop()
 
@@ -311,10 +356,10 @@ async def test_a_sync_slave_acknowledges_only_flushed_bytes_and_hears_of_each_fl
     seam = GatedThread()
     make_flusher(seam=seam)
     end = replicate(master, store, 2)
-    await wait_until(lambda: seam.calls == 1, timeout=10.0)
+    await wait_until(lambda: seam.calls == 1)
     assert (store.max_offset, store.ackable_offset) == (end, 0)
     seam.gate.set()
-    await wait_until(lambda: heard != [], timeout=10.0)
+    await wait_until(lambda: heard != [])
     assert heard == [(end, end)]
 
 
@@ -325,7 +370,7 @@ async def test_after_a_failed_fsync_a_sync_slave_acknowledges_nothing_more(
     seam.gate.set()
     flusher = make_flusher(seam=seam)
     replicate(master, store)
-    await wait_until(lambda: flusher.failure is not None, timeout=10.0)
+    await wait_until(lambda: flusher.failure is not None)
     replicate(master, store)
     await flusher.stop()  # its last flush round would flush anything it still may
     assert (store.flushed_offset, store.ackable_offset, seam.calls) == (0, 0, 1)

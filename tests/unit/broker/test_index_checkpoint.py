@@ -7,10 +7,12 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -326,9 +328,13 @@ OPS = st.lists(
 
 
 @settings(max_examples=60, deadline=None)
-@given(OPS)
-def test_recovery_from_a_checkpoint_equals_a_full_rescan(ops: list[tuple[str, Any, int]]) -> None:
-    with tempfile.TemporaryDirectory() as name:
+@given(OPS, st.booleans())
+def test_recovery_from_a_checkpoint_equals_a_full_rescan(ops: list[tuple[str, Any, int]], mapped: bool) -> None:
+    # mapped: every queue column is mapped on load, however short (else only long ones are)
+    with (
+        tempfile.TemporaryDirectory() as name,
+        mock.patch.object(index_files, "MAP_MIN_ENTRIES", 1 if mapped else 10**9),
+    ):
         directory = Path(name)
         store = open_store(directory)
         boundaries = [0]
@@ -410,34 +416,54 @@ def test_queues_of_the_longest_topics_persist(tmp_path: Path, scans: list[int]) 
         assert reopened.get_messages(topics[0], 1, 0, max_count=10, max_bytes=10**6)[-1].body == b"b27"
 
 
-def test_periodic_checkpoints_follow_the_confirm_offset_and_back_off_when_a_write_is_slow(
+def test_periodic_checkpoints_follow_the_confirm_offset_in_a_thread_and_back_off_when_a_write_is_slow(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = FakeClock()
     store = MessageStore.open(tmp_path, SETTINGS, clock=clock, index_checkpoint_interval_s=5.0)
-    written: list[int] = []
-    real_write = index_files.IndexFiles.write
+    written: list[tuple[int, str]] = []
+    real_run = index_files.IndexFiles.run
 
-    def recording_write(self: index_files.IndexFiles, snapshot: Any) -> None:
-        written.append(snapshot.offset)
-        real_write(self, snapshot)
+    def recording_run(self: index_files.IndexFiles, prepared: index_files.PreparedWrite) -> None:
+        written.append((prepared.doc.offset, threading.current_thread().name))
+        real_run(self, prepared)
 
-    monkeypatch.setattr(index_files.IndexFiles, "write", recording_write)
+    monkeypatch.setattr(index_files.IndexFiles, "run", recording_run)
+    jobs: list[message_store.IndexCheckpointJob] = []
+    store.set_index_checkpoint_runner(jobs.append)  # as the flusher does, with a thread per job here
+
+    def run_jobs() -> None:
+        while jobs:
+            job = jobs.pop()
+            assert store.index_checkpoint_running
+            assert store.apply_retention() == 0  # waits for the checkpoint
+            worker = threading.Thread(target=job.run, name="index-checkpoint-test")
+            worker.start()
+            worker.join()
+            store.complete_index_checkpoint(job)
+
     fill(store, 10)
+    run_jobs()
     assert written == []  # not before 5 s
     clock.now = 5.0
     fill(store, 10, start=10)
-    assert written == [store.max_offset]
+    run_jobs()
+    assert written == [(store.max_offset, "index-checkpoint-test")]
     with monkeypatch.context() as slow:
         ticks = iter([0.0, 1.0])  # the next write seems to take 1 s: the one after waits 20 s
         slow.setattr("brokergroup.broker.store.message_store.time.perf_counter", lambda: next(ticks))
         clock.now = 10.0
         fill(store, 10, start=20)
+        run_jobs()
     assert len(written) == 2
     clock.now = 25.0
     fill(store, 10, start=30)
+    run_jobs()
     assert len(written) == 2
     clock.now = 30.0
     fill(store, 10, start=40)
-    assert len(written) == 3 and written[-1] == store.max_offset
+    run_jobs()
+    assert len(written) == 3 and written[-1][0] == store.max_offset
     store.close()
+    with closing(open_store(tmp_path)) as reopened:
+        assert index_state(reopened._indexes) == rescanned(reopened)

@@ -97,3 +97,44 @@ def test_a_write_failing_midway_is_undone_and_the_log_opens_unchanged(tmp_path: 
     with closing(MessageStore.open(directory, SETTINGS, clock=FakeClock())) as reopened:
         assert read_all_raw(reopened)[: len(before)] == before
         assert reopened.max_offset == store.max_offset
+
+
+def test_puts_far_above_the_threshold_skip_statvfs_until_their_bytes_or_the_age_use_the_headroom() -> None:
+    free = [10_000]
+    now = [0.0]
+    disk = DiskSpace(
+        "/data", 1_000, measure=lambda _path: free[0], clock=lambda: now[0], headroom_bytes=5_000, max_age_s=0.1
+    )
+    assert disk.refusal(100) is None and disk.measurements == 1  # 10_000 - 1_000 - 5_000: 4_000 spare
+    free[0] = 0  # another process fills the disk: unnoticed while within the headroom and the age
+    for _ in range(38):
+        assert disk.refusal(100) is None
+    assert disk.measurements == 1
+    assert disk.refusal(200) is not None and disk.measurements == 2  # 3_900 written would pass the headroom
+    free[0] = 10_000
+    assert disk.refusal(100) is None and disk.measurements == 3
+    assert disk.refusal(100) is None and disk.measurements == 3
+    now[0] = 0.1  # the measurement is too old
+    assert disk.refusal(100) is None and disk.measurements == 4
+    free[0] = 0
+    now[0] = 0.25
+    assert disk.refusal(1) is not None and disk.measurements == 5
+    assert disk.refusal(1) is not None and disk.measurements == 6  # refused: measured again each time
+
+
+def test_near_the_threshold_every_put_measures() -> None:
+    free = [1_000_000]
+    disk = DiskSpace("/data", 1_000, measure=lambda _path: free[0], clock=lambda: 0.0, headroom_bytes=2_000_000)
+    for n in range(1, 4):
+        assert disk.refusal(10) is None and disk.measurements == n
+    free[0] = 999
+    assert disk.refusal(10) is not None and disk.measurements == 4
+
+
+def test_a_status_check_always_measures() -> None:
+    free = [10**12]
+    disk = DiskSpace("/data", 1_000, measure=lambda _path: free[0], clock=lambda: 0.0)
+    assert disk.refusal(10) is None
+    free[0] = 10
+    assert disk.full() is not None and disk.measurements == 2
+    assert disk.refusal(10) is not None  # the refusal measured by full() is not skipped

@@ -167,11 +167,14 @@ def test_broker_set_services() -> None:
         "app.kubernetes.io/component": "broker",
         "brokergroup.io/broker-set": "demo-broker-1",
     }
-    assert [(p["name"], p["port"]) for p in headless["ports"]] == [("http", 10911), ("ha", 10912)]
+    assert [(p["name"], p["port"]) for p in headless["ports"]] == [("http", 10911), ("ha", 10912), ("binary", 10909)]
     assert master == {
         "type": "ClusterIP",
         "selector": {"brokergroup.io/broker-set": "demo-broker-1", "brokergroup.io/role": "master"},
-        "ports": [{"name": "http", "port": 10911, "targetPort": "http", "protocol": "TCP"}],
+        "ports": [
+            {"name": "http", "port": 10911, "targetPort": "http", "protocol": "TCP"},
+            {"name": "binary", "port": 10909, "targetPort": "binary", "protocol": "TCP"},
+        ],
     }
 
 

@@ -142,6 +142,7 @@ def test_sync_broker_pod_loads_its_set_name_and_advertise_host(tmp_path: Path, m
     assert (settings.cluster_name, settings.broker_name) == ("demo", "demo-broker-1")
     assert settings.advertise_host == "demo-broker-1-2.demo-broker-1.mq.svc"
     assert (settings.host, settings.port, settings.ha.host, settings.ha.port) == ("0.0.0.0", 10911, "0.0.0.0", 10912)
+    assert (settings.binary.host, settings.binary.port) == ("0.0.0.0", 10909)
     assert settings.data_dir == Path("/var/lib/brokergroup/broker")
     assert settings.store.flush is FlushMode.SYNC
     assert (settings.ha.all_ack_in_sync_state_set, settings.ha.min_in_sync_replicas) == (True, 3)
@@ -177,6 +178,33 @@ def test_broker_pods_get_the_retention_of_the_spec(tmp_path: Path, monkeypatch: 
     )
     assert isinstance(settings, BrokerSettings)
     assert settings.store.retention_ms == 72 * 3600 * 1000
+
+
+def test_broker_pods_get_the_retention_size_free_disk_and_seeding_of_the_spec(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bg_spec = spec(
+        brokers={"retentionSize": "50Gi", "minFreeDisk": "1.5Gi", "syncFromLastFile": True, "storage": {"size": "60Gi"}}
+    )
+    settings = load_pod(
+        "demo-broker-0", "demo-broker-0-2", BrokerSettings, bg_spec=bg_spec, tmp_path=tmp_path, monkeypatch=monkeypatch
+    )
+    assert isinstance(settings, BrokerSettings)
+    assert settings.store.retention_bytes == 50 * 2**30
+    assert settings.store.min_free_disk_bytes == 3 * 2**29
+    assert settings.ha.sync_from_last_file is True
+    assert settings.store.retention_ms is None
+
+
+def test_unset_retention_fields_leave_the_broker_toml_as_it_was() -> None:
+    """A group that sets none of the new fields keeps its broker.toml (and its pods: no roll on upgrade)."""
+    broker_toml = tomllib.loads(children(spec())[("ConfigMap", "demo-config")]["data"]["broker.toml"])
+    assert set(broker_toml["store"]) == {"flush"}
+    assert "sync_from_last_file" not in broker_toml["ha"]
+    off = tomllib.loads(
+        children(spec(brokers={"syncFromLastFile": False}))[("ConfigMap", "demo-config")]["data"]["broker.toml"]
+    )
+    assert off == broker_toml
 
 
 def test_the_smallest_heartbeat_timeout_passes_the_brokers_lease_check(

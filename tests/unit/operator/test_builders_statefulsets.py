@@ -101,7 +101,11 @@ def test_broker_container() -> None:
     )
     assert container["name"] == "broker"
     assert container["command"] == ["brokergroup", "broker", "--config", "/etc/brokergroup/broker.toml"]
-    assert [(p["name"], p["containerPort"]) for p in container["ports"]] == [("http", 10911), ("ha", 10912)]
+    assert [(p["name"], p["containerPort"]) for p in container["ports"]] == [
+        ("http", 10911),
+        ("ha", 10912),
+        ("binary", 10909),
+    ]
     assert container["env"] == [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}},
         {"name": "BG_BROKER_BROKER_NAME", "value": "demo-broker-1"},

@@ -36,6 +36,8 @@ CRD_ONLY_CONSTRAINTS = {
     ("image", "minLength"): "an empty image makes pods the apiserver refuses",
     ("controller.storage.size", "maxLength"): "bounds the cost of the immutability rule",
     ("brokers.storage.size", "maxLength"): "bounds the cost of the immutability rule",
+    ("brokers.retentionSize", "maxLength"): "bounds the cost of the size rules",
+    ("brokers.minFreeDisk", "maxLength"): "bounds the cost of the size rules",
     ("controller.storage.storageClassName", "maxLength"): "StorageClass names are DNS subdomains",
     ("brokers.storage.storageClassName", "maxLength"): "StorageClass names are DNS subdomains",
 }
@@ -61,7 +63,16 @@ EXPECTED_RULES: dict[str, list[str]] = {
     ],
     "spec.brokers": [
         "!has(self.minInSyncReplicas) || !has(self.replicas) || (has(self.replication) && self.replication == 'Async') "
-        "|| self.minInSyncReplicas <= self.replicas"
+        "|| self.minInSyncReplicas <= self.replicas",
+        "!has(self.retentionSize) || !isQuantity(self.retentionSize) || "
+        "quantity(self.retentionSize).compareTo(quantity('64Mi')) >= 0",
+        "!has(self.minFreeDisk) || !has(self.storage) || !has(self.storage.size) || !isQuantity(self.minFreeDisk) || "
+        "!isQuantity(self.storage.size) || quantity(self.minFreeDisk).compareTo(quantity(self.storage.size)) < 0",
+        "!has(self.retentionSize) || !has(self.storage) || !has(self.storage.size) || "
+        "!isQuantity(self.retentionSize) || !isQuantity(self.storage.size) || "
+        "(has(self.minFreeDisk) && !isQuantity(self.minFreeDisk)) || "
+        "quantity(self.retentionSize).add(quantity('64Mi')).add(quantity(has(self.minFreeDisk) ? self.minFreeDisk : "
+        "'128Mi')).compareTo(quantity(self.storage.size)) <= 0",
     ],
     "spec.brokers.storage": [
         "has(self.storageClassName) == has(oldSelf.storageClassName) && "
@@ -79,7 +90,12 @@ RULE_NAMES_FIELD = {
     "spec.controller.replicas": ["controller.replicas", "controller.replicas"],
     "spec.controller.storage": ["controller.storage.storageClassName"],
     "spec.controller.storage.size": ["controller.storage.size"],
-    "spec.brokers": ["brokers.minInSyncReplicas"],
+    "spec.brokers": [
+        "brokers.minInSyncReplicas",
+        "brokers.retentionSize",
+        "brokers.minFreeDisk",
+        "brokers.retentionSize",
+    ],
     "spec.brokers.storage": ["brokers.storage.storageClassName"],
     "spec.brokers.storage.size": ["brokers.storage.size"],
 }
@@ -462,7 +478,7 @@ def test_types_enums_and_bounds_match(spec_schema: dict[str, Any], model_schema:
 
 def test_quantities_use_the_models_pattern(spec_schema: dict[str, Any]) -> None:
     quantities = [p for p, n in walk(spec_schema) if "pattern" in n]
-    assert len(quantities) == 6  # requests, limits and size of controller and brokers
+    assert len(quantities) == 8  # requests, limits and size of controller and brokers; retentionSize, minFreeDisk
     for path in quantities:
         node = dict(walk(spec_schema))[path]
         assert node["pattern"] == QUANTITY, path
@@ -596,6 +612,9 @@ def test_full_example_sets_every_field() -> None:
         ({"brokers": {"resources": {"requests": {"cpu": "1.5 cores"}}}}, "spec.brokers.resources.requests.cpu"),
         ({"brokers": {"resources": {"limits": {"cpu": 1.5}}}}, "spec.brokers.resources.limits.cpu"),
         ({"controller": {"storage": {"size": "ten"}}}, "spec.controller.storage.size"),
+        ({"brokers": {"retentionSize": "50 GB"}}, "spec.brokers.retentionSize"),
+        ({"brokers": {"minFreeDisk": -1}}, "spec.brokers.minFreeDisk"),
+        ({"brokers": {"syncFromLastFile": "true"}}, "spec.brokers.syncFromLastFile"),
         ({"brokers": {"replica": 3}}, "spec.brokers"),
         ({"podDisruptionBudget": {"enabled": True, "minAvailable": 1}}, "spec.podDisruptionBudget"),
     ],

@@ -13,6 +13,7 @@ from brokergroup.operator.spec import (
     Replication,
     SpecError,
     parse_spec,
+    quantity_bytes,
 )
 
 
@@ -226,3 +227,56 @@ def test_round_trip_through_camel_case_dump() -> None:
     assert dumped["imagePullPolicy"] == "Never"
     assert dumped["brokers"]["storage"]["storageClassName"] == "x"
     assert parse_spec(dumped) == s
+
+
+@pytest.mark.parametrize(
+    ("quantity", "expected"),
+    [("0", 0), ("1", 1), ("500m", 1), ("1.5k", 1500), ("64Mi", 64 * 2**20), ("50Gi", 50 * 2**30), ("2E", 2 * 10**18)],
+)
+def test_quantity_bytes(quantity: str, expected: int) -> None:
+    assert quantity_bytes(quantity) == expected
+
+
+def test_retention_size_free_disk_and_sync_from_last_file_parse() -> None:
+    brokers = parse_spec(
+        {
+            "brokers": {
+                "retentionSize": "8Gi",
+                "minFreeDisk": "1Gi",
+                "syncFromLastFile": True,
+                "storage": {"size": "10Gi"},
+            }
+        }
+    ).brokers
+    assert (brokers.retention_size, brokers.min_free_disk, brokers.sync_from_last_file) == ("8Gi", "1Gi", True)
+    assert not parse_spec({}).brokers.sync_from_last_file
+
+
+@pytest.mark.parametrize(
+    ("brokers", "fragments"),
+    [
+        ({"retentionSize": "fifty"}, ["spec.brokers.retentionSize:"]),
+        ({"minFreeDisk": "-1Mi"}, ["spec.brokers.minFreeDisk:"]),
+        ({"syncFromLastFile": "maybe"}, ["spec.brokers.syncFromLastFile:"]),
+        ({"retentionSize": "63Mi"}, ["brokers.retentionSize (63Mi) must be at least one commit-log segment (64Mi)"]),
+        (
+            {"retentionSize": "10Gi"},  # the default storage.size: nothing left for the segment being written
+            ["brokers.retentionSize (10Gi) + one segment being written (64Mi) + brokers.minFreeDisk (128Mi)", "10Gi"],
+        ),
+        (
+            {"retentionSize": "9Gi", "minFreeDisk": "1Gi"},
+            ["brokers.minFreeDisk (1Gi) must fit in brokers.storage.size (10Gi)"],
+        ),
+        ({"minFreeDisk": "10Gi"}, ["brokers.minFreeDisk (10Gi) must be below brokers.storage.size (10Gi)"]),
+    ],
+)
+def test_bad_retention_or_free_disk_is_refused_naming_the_field(brokers: dict[str, Any], fragments: list[str]) -> None:
+    message = refused({"brokers": brokers})
+    for fragment in fragments:
+        assert fragment in message, message
+
+
+def test_the_largest_retention_size_that_fits_is_accepted() -> None:
+    # 10Gi - 64Mi - 128Mi: exactly what the CRD's rule admits too
+    assert parse_spec({"brokers": {"retentionSize": "10048Mi"}}).brokers.retention_size == "10048Mi"
+    assert refused({"brokers": {"retentionSize": "10049Mi"}})
