@@ -42,6 +42,8 @@ class _Link(asyncio.Protocol):
         self.lost: Exception | None = None
         self.refusal: str | None = None
         """The broker's ERROR about the connection (request id 0), sent before it closes it."""
+        self.outbox: list[bytes] = []
+        """Requests made in this loop iteration, written together at its end."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not asyncio.Transport
@@ -65,6 +67,19 @@ class _Link(asyncio.Protocol):
             self.fail(exc)
             if self.transport is not None:
                 self.transport.abort()
+
+    def send(self, frame: bytes) -> None:
+        """Queue a request frame. Requests made in one loop iteration (producers released by one
+        read of replies) go out in one write: one send system call here, one read on the broker,
+        and puts that reach the broker together share its replication frames (issue 17)."""
+        if not self.outbox:
+            asyncio.get_running_loop().call_soon(self.write_outbox)
+        self.outbox.append(frame)
+
+    def write_outbox(self) -> None:
+        frames, self.outbox = self.outbox, []
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
 
     def about_connection(self, raw: cf.RawFrame) -> None:
         reply = cf.parse_reply(raw)
@@ -111,7 +126,7 @@ class BinaryConnection:
         rid = (next(self.ids) - 1) % cf.MAX_REQUEST_ID + 1  # 1..2^32-1, never the connection's id 0
         waiter: asyncio.Future[cf.Reply] = asyncio.get_running_loop().create_future()
         self.link.pending[rid] = waiter
-        self.transport.write(cf.encode_request(rid, request))
+        self.link.send(cf.encode_request(rid, request))
         try:
             async with asyncio.timeout(timeout):
                 return await waiter
@@ -259,6 +274,9 @@ class BinaryConsumer:
         self.links = links
         self.request_timeout_s = request_timeout_s
         self.positions: dict[tuple[str, int], int] = {}
+        self.min_offsets: dict[tuple[str, int], int] = {}
+        """Each queue's min offset as the last poll's answer gave it: a poll from below it read nothing and
+        moved the position up to it (OFFSET_TOO_SMALL, retention deleted those messages)."""
 
     async def _ask(self, request: cf.Request) -> cf.Reply:
         for refresh in (False, True, True):
@@ -294,6 +312,7 @@ class BinaryConsumer:
         )
         assert isinstance(reply, cf.Messages), reply
         self.positions[key] = reply.next_offset
+        self.min_offsets[key] = reply.min_offset
         return [Received(m.queue_offset, m.body, m.producer_id, m.seq, m.properties) for m in reply.messages]
 
     async def commit(self, topic: str, queue_id: int = 0, offset: int | None = None) -> None:

@@ -220,6 +220,9 @@ class Consumer:
         self.session = session
         self.timeout = aiohttp.ClientTimeout(total=request_timeout_s)
         self.positions: dict[tuple[str, int], int] = {}
+        self.min_offsets: dict[tuple[str, int], int] = {}
+        """Each queue's min offset as the last poll's answer gave it: a poll from below it read nothing and
+        moved the position up to it (OFFSET_TOO_SMALL, retention deleted those messages)."""
 
     async def _get(self, path: str, params: dict[str, str]) -> dict[str, Any]:
         for refresh in (False, True, True):
@@ -261,6 +264,7 @@ class Consumer:
             for m in body["messages"]
         ]
         self.positions[key] = int(body["nextOffset"])
+        self.min_offsets[key] = int(body["minOffset"])
         return out
 
     async def commit(self, topic: str, queue_id: int = 0, offset: int | None = None) -> None:

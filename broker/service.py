@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from prometheus_client import Counter
+
 from brokergroup.broker.errors import DiskFullError
 from brokergroup.broker.metrics import BrokerMetrics
 from brokergroup.broker.role import RoleManager
@@ -51,15 +53,20 @@ class PutPath:
         self.flusher = flusher
         self.role = role
         self.metrics = metrics
+        self._put_counters: dict[PutStatus, Counter] = {}
 
     async def put(self, messages: Sequence[Message]) -> PutOutcome:
         started = time.perf_counter()
         outcome = await self._put(lambda: self.store.put_messages(messages, now_ms=wall_ms()))
-        self.metrics.puts.labels(outcome.status.value).inc()
+        counter = self._put_counters.get(outcome.status)
+        if counter is None:
+            counter = self._put_counters[outcome.status] = self.metrics.puts.labels(outcome.status.value)
+        counter.inc()
         self.metrics.put_seconds.observe(time.perf_counter() - started)
         if outcome.result is not None:
             dups = sum(1 for a in outcome.result.appended if a.duplicate)
-            self.metrics.duplicates.inc(dups)
+            if dups:
+                self.metrics.duplicates.inc(dups)
             self.metrics.put_messages.inc(len(outcome.result.appended) - dups)
         return outcome
 

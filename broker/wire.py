@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import re
 import struct
@@ -131,6 +132,20 @@ class _Reader:
         return struct.unpack(fmt, self.take(struct.calcsize(fmt), what))
 
 
+@functools.lru_cache(maxsize=4096)
+def _header_problems(topic: str, queue_id: int, producer_id: int) -> str:
+    """What the JSON API's validation finds wrong with a batch header ("" if nothing), remembered for
+    the headers seen last: a producer sends the same one with every batch (issue 17: validating it
+    again cost a pydantic model per request)."""
+    try:
+        ProduceRequest.model_validate(
+            {"topic": topic, "queueId": queue_id, "producerId": producer_id, "messages": [{"body": ""}]}
+        )
+    except ValidationError as exc:
+        return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+    return ""
+
+
 def decode_batch(data: bytes, *, now_ms: int) -> list[Message]:
     r = _Reader(data)
     (version,) = r.unpack(">B", "version")
@@ -142,14 +157,9 @@ def decode_batch(data: bytes, *, now_ms: int) -> list[Message]:
     except UnicodeDecodeError as exc:
         raise WireError("topic: not utf-8") from exc
     queue_id, producer_id, count = r.unpack(">iqI", "queue id, producer id, count")
-    check = ProduceRequest.model_construct(topic=topic, queue_id=queue_id, producer_id=producer_id, messages=[])
-    try:
-        ProduceRequest.model_validate(
-            {"topic": check.topic, "queueId": queue_id, "producerId": producer_id, "messages": [{"body": ""}]}
-        )
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise WireError(f"batch header: {problems}") from exc
+    problems = _header_problems(topic, queue_id, producer_id)
+    if problems:
+        raise WireError(f"batch header: {problems}")
     if not 1 <= count <= MAX_BATCH:
         raise WireError(f"count: {count} messages; must be 1..{MAX_BATCH}")
     out = []

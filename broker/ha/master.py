@@ -2,7 +2,8 @@
 
 One `asyncio.start_server` on the HA host/port (port 0 binds a free one; `address` is what was
 bound). Each accepted socket becomes a `MasterLink` with two tasks: the connection's own task
-reads the slave's frames (and closes the link after `housekeeping_interval_ms` without one), a
+reads the slave's frames (and closes the link after `housekeeping_interval_ms` without one: one
+idle deadline per link, re-armed when it falls due, not a timer armed per read), a
 sender task writes whatever `next_transfer` yields and otherwise sleeps until woken (an append,
 a handshake or first ack, a confirm-offset move when no earlier move is being held back:
 `wake_for_confirm`) or until the next heartbeat or held-back confirm offset falls due. A confirm
@@ -167,47 +168,92 @@ class HAServer:
 
     async def _receive_loop(self, link: MasterLink, reader: asyncio.StreamReader) -> None:
         timeout_s = self._settings.housekeeping_interval_ms / 1000
-        while True:
-            try:
-                async with asyncio.timeout(timeout_s):
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        last_read = loop.time()
+        expired = False
+        timer: asyncio.TimerHandle
+
+        def watchdog() -> None:  # one idle deadline per link, not a timer armed per read
+            nonlocal timer, expired
+            if loop.time() - last_read >= timeout_s:
+                expired = True
+                task.cancel()
+            else:
+                timer = loop.call_at(last_read + timeout_s, watchdog)
+
+        timer = loop.call_at(last_read + timeout_s, watchdog)
+        try:
+            while True:
+                try:
                     data = await reader.read(READ_SIZE)
-            except TimeoutError:
-                logger.warning("no frame from slave %s (%s) for %.1f s", link.slave_id, link.address, timeout_s)
-                return
-            if not data:
-                return
-            wake = False  # the sender only waits for a handshake or a first ack (where to start)
-            for event in link.conn.receive(data, self._store, self._clock()):
-                if isinstance(event, Handshaked):
-                    if not self._events.on_handshake(link, event):
-                        return
-                    wake = True
-                else:
-                    self._events.on_ack(link, event)
-                    wake = wake or event.first
-            if wake:
-                link.wake.set()
+                except asyncio.CancelledError:
+                    if not expired or task.uncancel() > 0:
+                        raise
+                    logger.warning("no frame from slave %s (%s) for %.1f s", link.slave_id, link.address, timeout_s)
+                    return
+                if not data:
+                    return
+                last_read = loop.time()
+                if not self._receive(link, data):
+                    return
+        finally:
+            timer.cancel()
+
+    def _receive(self, link: MasterLink, data: bytes) -> bool:
+        """Handle the slave's bytes; False: close the link (a refused handshake)."""
+        wake = False  # the sender only waits for a handshake or a first ack (where to start)
+        for event in link.conn.receive(data, self._store, self._clock()):
+            if isinstance(event, Handshaked):
+                if not self._events.on_handshake(link, event):
+                    return False
+                wake = True
+            else:
+                self._events.on_ack(link, event)
+                wake = wake or event.first
+        if wake:
+            link.wake.set()
+        return True
 
     async def _send_loop(self, link: MasterLink) -> None:
+        loop = asyncio.get_running_loop()
+        timer: asyncio.TimerHandle | None = None
+        timer_at = 0  # when the armed timer fires, on self._clock
+
+        def fire() -> None:
+            nonlocal timer
+            timer = None
+            link.wake.set()
+
         try:
             while True:
                 link.wake.clear()
-                frame = link.conn.next_transfer(self._store, self._clock())
+                now = self._clock()
+                frame = link.conn.next_transfer(self._store, now)
                 if frame is not None:
                     link.writer.write(encode(frame))
                     await link.writer.drain()
                     continue
+                # One wake-up timer per link, re-armed only when the next due time is earlier than
+                # the armed one (a confirm offset held back), not a timer per wait: a timer that
+                # fires early (the heartbeat moved on with the frames sent since) wakes the loop,
+                # which finds nothing due and arms it again.
                 due = link.conn.next_wakeup_ms()
-                timeout = None if due is None else max(due - self._clock(), 0) / 1000
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(timeout):
-                        await link.wake.wait()
+                if due is not None and (timer is None or due < timer_at):
+                    if timer is not None:
+                        timer.cancel()
+                    timer, timer_at = loop.call_later(max(due - now, 0) / 1000, fire), due
+                await link.wake.wait()
         except (OSError, BrokerError) as error:
             logger.warning("sending to slave %s (%s) failed: %s", link.slave_id, link.address, error)
             link.close()
         except Exception:
             logger.exception("sending to slave %s (%s) failed", link.slave_id, link.address)
             link.close()
+        finally:
+            if timer is not None:
+                timer.cancel()
 
 
 async def _close(writer: asyncio.StreamWriter) -> None:

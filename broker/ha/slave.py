@@ -164,31 +164,69 @@ class HASlave:
     async def _follow(
         self, conn: SlaveConnection, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> NoReturn:
+        # One watchdog timer per session, re-armed when it falls due or when the next deadline moves
+        # earlier than it, instead of an `asyncio.timeout` armed and cancelled around every read
+        # (issue 17). When it falls due it sends the heartbeat ack itself (`conn.tick`), or, after
+        # `housekeeping_interval_ms` without a frame, aborts the connection, which ends the read.
         housekeeping = self._settings.housekeeping_interval_ms
+        loop = asyncio.get_running_loop()
         last_read = self._clock()
-        while True:
-            now = self._clock()
+        silent = False
+        timer: asyncio.TimerHandle | None = None
+        timer_at = 0  # when the armed timer fires, on self._clock
+
+        def deadline() -> int:
             wake = conn.next_wakeup_ms()
-            until = last_read + housekeeping if wake is None else min(last_read + housekeeping, wake)
-            data: bytes | None = None
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(max(until - now, 0) / 1000):
-                    data = await reader.read(READ_SIZE)
+            return last_read + housekeeping if wake is None else min(last_read + housekeeping, wake)
+
+        def arm(at: int, now: int) -> None:
+            nonlocal timer, timer_at
+            if timer is not None:
+                timer.cancel()
+            timer, timer_at = loop.call_later(max(at - now, 0) / 1000, watchdog), at
+
+        def watchdog() -> None:
+            nonlocal timer, silent
+            timer = None
             now = self._clock()
-            if data is None:
-                if now - last_read >= housekeeping:
+            if now - last_read >= housekeeping:
+                silent = True
+                writer.transport.abort()
+                return
+            try:
+                for ack in conn.tick(now):
+                    writer.write(encode(ack))
+            except Exception:
+                logger.exception("a heartbeat ack to %s failed", self.master_address)
+                writer.transport.abort()
+                return
+            arm(deadline(), now)
+
+        try:
+            while True:
+                at = deadline()
+                if timer is None or at < timer_at:
+                    arm(at, self._clock())
+                try:
+                    data = await reader.read(READ_SIZE)
+                except OSError:
+                    if not silent:
+                        raise
+                    data = b""
+                if silent:
                     raise TimeoutError(f"no frame from the master for {housekeeping} ms")
-                acks = conn.tick(now)
-            elif not data:
-                raise ConnectionError("the master closed the connection")
-            else:
-                last_read = now
+                if not data:
+                    raise ConnectionError("the master closed the connection")
+                now = last_read = self._clock()
                 was_transfer = conn.state is HAState.TRANSFER
                 acks = conn.receive(data, self._store, now) or conn.tick(now)
                 if not was_transfer and conn.state is HAState.TRANSFER:
                     self.sessions += 1
                     logger.info("replicating from %s at offset %d", self.master_address, conn.position)
-            for ack in acks:
-                writer.write(encode(ack))
-            if acks:
-                await writer.drain()
+                for ack in acks:
+                    writer.write(encode(ack))
+                if acks:
+                    await writer.drain()
+        finally:
+            if timer is not None:
+                timer.cancel()

@@ -30,6 +30,14 @@ bodies over the HTTP API; `both` runs every phase over each protocol in turn on 
 the client, summed, per message, and `flushes_per_message`: each broker's flushes (fsync rounds, from
 `brokergroup_broker_flushes_total` on its /metrics) per message of the phase, by role.
 
+Retention (issue 18, `--retention-ms` and/or `--retention-bytes`, with `--segment-bytes` small enough that
+segments fill and are deleted while a phase runs): each mode then runs an A/B comparison instead, two broker
+sets up at once with the same flags and segment size, `off` without retention and `on` with it, the phases
+alternated (`--rounds` rounds of single and batched; off then on, then on then off); each phase reports the
+segments the `on` master deleted meanwhile (its commit-log min offset, `GET /v1/status`), and `summary`
+the medians per variant and the ratio on/off. CPU per message is summed over every process (both sets,
+controllers, client).
+
 Latency is per request, as the client sees it (encoding, HTTP, put, flush, replica acks,
 decoding). MB/s counts message bodies only (10^6 bytes). The client runs in this process on the
 same machine, so it competes for the same cores; CPU use of every process is reported per phase.
@@ -48,6 +56,7 @@ import os
 import secrets
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -118,9 +127,13 @@ class Params:
     baseline_seconds: float
     profile_dir: Path | None
     protocols: list[str] = dataclasses.field(default_factory=lambda: ["binary"])
+    retention: Retention | None = None
+    baseline: bool = True
 
     def as_json(self) -> dict[str, Any]:
         return {
+            "retention": dataclasses.asdict(self.retention) if self.retention is not None else None,
+            "baseline": self.baseline,
             "messages_per_phase": self.messages,
             "message_size": self.size,
             "batch": self.batch,
@@ -133,6 +146,28 @@ class Params:
             "profiled": self.profile_dir is not None,
             "protocols": self.protocols,
         }
+
+
+@dataclasses.dataclass(frozen=True)
+class Retention:
+    """The `on` variant's retention in an A/B run (both variants get `segment_bytes`)."""
+
+    retention_ms: int | None
+    retention_bytes: int | None
+    segment_bytes: int
+    check_interval_ms: int
+    rounds: int
+
+    def segment_flags(self) -> list[str]:
+        return ["--set", f"store.segment_size={self.segment_bytes}"]
+
+    def flags(self) -> list[str]:
+        out = ["--set", f"store.retention_check_interval_ms={self.check_interval_ms}"]
+        if self.retention_ms is not None:
+            out += ["--set", f"store.retention_ms={self.retention_ms}"]
+        if self.retention_bytes is not None:
+            out += ["--set", f"store.retention_bytes={self.retention_bytes}"]
+        return out
 
 
 class BenchError(Exception):
@@ -167,6 +202,18 @@ def add_parser(kinds: Any) -> None:
         "summary in the JSON); sampling slows the master, so do not publish throughput from a profiled run",
     )
     p.add_argument("--out", type=Path, help="also write the JSON here")
+    p.add_argument("--no-baseline", action="store_true", help="skip the socket baselines")
+    r = p.add_argument_group("retention A/B (issue 18): each mode compares sets without and with retention")
+    r.add_argument("--retention-ms", type=int, help="store.retention_ms of the `on` set")
+    r.add_argument("--retention-bytes", type=int, help="store.retention_bytes of the `on` set")
+    r.add_argument(
+        "--segment-bytes",
+        type=int,
+        default=1024 * 1024,
+        help="store.segment_size of both sets in an A/B run (default 1 MiB, so that segments are deleted in a phase)",
+    )
+    r.add_argument("--retention-check-ms", type=int, default=200, help="store.retention_check_interval_ms (200)")
+    r.add_argument("--rounds", type=int, default=3, help="A/B rounds per mode (default 3)")
     p.set_defaults(func=run)
 
 
@@ -195,6 +242,31 @@ def validate(args: argparse.Namespace) -> Params | str:
         return "--baseline-seconds must be within 0.1..600"
     if args.profile is not None and shutil.which("py-spy") is None:
         return "--profile needs py-spy on PATH (pip install py-spy)"
+    retention = None
+    if args.retention_ms is not None or args.retention_bytes is not None:
+        if args.retention_ms is not None and args.retention_ms < 1000:
+            return "--retention-ms must be at least 1000 (the broker's minimum)"
+        if args.retention_bytes is not None and args.retention_bytes < 4096:
+            return "--retention-bytes must be at least 4096 (the broker's minimum)"
+        if not 4096 <= args.segment_bytes <= 2**31:
+            return "--segment-bytes must be within 4096..2^31 (the broker's store.segment_size bounds)"
+        if args.segment_bytes < args.size + 256:
+            return f"--segment-bytes ({args.segment_bytes}) must hold a message of --size {args.size} bytes"
+        if not 100 <= args.retention_check_ms <= 3_600_000:
+            return "--retention-check-ms must be within 100..3600000"
+        if not 1 <= args.rounds <= 20:
+            return "--rounds must be within 1..20"
+        if args.profile is not None:
+            return "--profile is not supported with a retention A/B run"
+        retention = Retention(
+            retention_ms=args.retention_ms,
+            retention_bytes=args.retention_bytes,
+            segment_bytes=args.segment_bytes,
+            check_interval_ms=args.retention_check_ms,
+            rounds=args.rounds,
+        )
+    elif args.rounds != 3 or args.segment_bytes != 1024 * 1024:
+        return "--rounds and --segment-bytes are for a retention A/B run: give --retention-ms or --retention-bytes"
     return Params(
         messages=args.messages,
         size=args.size,
@@ -205,6 +277,8 @@ def validate(args: argparse.Namespace) -> Params | str:
         baseline_seconds=args.baseline_seconds,
         profile_dir=args.profile,
         protocols=["binary", "http"] if args.protocol == "both" else [args.protocol],
+        retention=retention,
+        baseline=not args.no_baseline,
     )
 
 
@@ -692,6 +766,162 @@ async def bench_mode(
     return results
 
 
+# ---- retention A/B ----------------------------------------------------------------------------------
+
+
+VARIANTS = ("off", "on")
+
+
+async def min_offset(brokers: BrokerSet, index: int, session: aiohttp.ClientSession) -> int:
+    status = await brokers.status(index, session)
+    return int(((status or {}).get("store") or {}).get("minOffset", 0))
+
+
+async def retention_ab(
+    mode: str, params: Params, retention: Retention, group: ControllerGroup, base: Path, progress: Progress
+) -> dict[str, Any]:
+    """Two broker sets of the mode, without (`off`) and with (`on`) retention, the same segment size; single and
+    batched phases alternated between them for `rounds` rounds (binary protocol)."""
+    flags = {
+        "off": BROKER_TIMING + MODES[mode].flags + retention.segment_flags(),
+        "on": BROKER_TIMING + MODES[mode].flags + retention.segment_flags() + retention.flags(),
+    }
+    sets = {
+        v: BrokerSet(
+            base / f"bench-{mode}-{v}",
+            controllers=group.api_addresses,
+            broker_name=f"bench-{mode}-{v}",
+            cluster_name=CLUSTER,
+            extra_args=flags[v],
+        )
+        for v in VARIANTS
+    }
+    body = secrets.token_bytes(params.size)
+    results: dict[str, Any] = {
+        "meaning": MODES[mode].meaning,
+        "broker_flags": flags,
+        "protocol": "binary",
+        "phases": [],
+    }
+    for brokers in sets.values():
+        brokers.start_all()
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            ControllerClient(group.api_addresses, timeout=5.0) as controller,
+        ):
+            with step(progress, f"{mode}: 2 sets of 3 brokers up, masters elected, sync-state-sets of 3"):
+                masters = {v: await full_sync_state_set(sets[v], controller, session) for v in VARIANTS}
+            pids = {  # every broker of both sets, and each controller once
+                (k if k.startswith("controller") else f"{v}.{k}"): pid
+                for v in VARIANTS
+                for k, pid in process_ids(sets[v], masters[v], group).items()
+            }
+            meter = CpuMeter(pids)
+            links = BinaryLinks(session)
+            producers = {
+                v: [
+                    BinaryProducer(MasterFinder(broker_name=f"bench-{mode}-{v}", controller=controller), links=links)
+                    for _ in range(params.concurrency)
+                ]
+                for v in VARIANTS
+            }
+
+            def ops(
+                variant: str, topic: str, per_request: int, total: int = params.messages
+            ) -> list[Callable[[int], Awaitable[int]]]:
+                def op(producer: BinaryProducer) -> Callable[[int], Awaitable[int]]:
+                    async def send(i: int) -> int:
+                        bodies = [body] * min(per_request, total - i * per_request)
+                        return (await producer.send(topic, bodies)).attempts
+
+                    return send
+
+                return [op(p) for p in producers[variant]]
+
+            sent: dict[str, dict[str, int]] = {v: {} for v in VARIANTS}
+            for number in range(1, retention.rounds + 1):
+                order = VARIANTS if number % 2 else tuple(reversed(VARIANTS))
+                for phase, per_request in (("single", 1), ("batched", params.batch)):
+                    for variant in order:
+                        brokers, master = sets[variant], masters[variant]
+                        topic = f"bench-{phase}-{number}"
+                        if params.warmup:
+                            await drive(params.warmup, ops(variant, "bench-warmup", per_request, 2**62), lambda: None)
+                        requests = -(-params.messages // per_request)
+                        label = f"{mode} round {number} {phase} retention {variant}"
+                        task = progress.add_task(label, total=params.messages)
+                        low = await min_offset(brokers, master, session)
+                        before = meter.snapshot()
+                        latencies, elapsed, retries = await drive(
+                            requests,
+                            ops(variant, topic, per_request),
+                            functools.partial(progress.advance, task, per_request),
+                        )
+                        cpu = CpuMeter.percent(before, meter.snapshot(), elapsed)
+                        high = await min_offset(brokers, master, session)
+                        out = phase_result(
+                            latencies, elapsed, messages=params.messages, size=params.size, retries=retries, cpu=cpu
+                        )
+                        sent[variant][topic] = sent[variant].get(topic, 0) + params.messages
+                        results["phases"].append(
+                            {
+                                "round": number,
+                                "phase": phase,
+                                "retention": variant,
+                                "segments_deleted_on_master": (high - low) // retention.segment_bytes,
+                                "loadavg_1m": round(os.getloadavg()[0], 2),
+                                **out,
+                            }
+                        )
+            links.close()
+            results["check"] = {v: await check_stored(sets[v], masters[v], session, sent[v]) for v in VARIANTS}
+    finally:
+        with step(progress, f"{mode}: brokers stopped"):
+            for brokers in sets.values():
+                await asyncio.to_thread(brokers.stop_all)
+    bad = {v: c for v, c in results["check"].items() if not c["ok"]}
+    if bad:
+        raise BenchError(f"{mode}: stored counts differ from what was sent: {bad}")
+    results["summary"] = summarize_ab(results["phases"])
+    return results
+
+
+def summarize_ab(phases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per phase kind: the median msgs/s and CPU ms per message of each variant, and the ratios on/off."""
+    out: dict[str, Any] = {}
+    for kind in ("single", "batched"):
+        medians: dict[str, dict[str, float]] = {}
+        for variant in VARIANTS:
+            rows = [p for p in phases if p["phase"] == kind and p["retention"] == variant]
+            medians[variant] = {
+                "msgs_per_s": statistics.median(p["msgs_per_s"] for p in rows),
+                "cpu_ms_per_message": statistics.median(p["cpu_ms_per_message"] for p in rows),
+                "segments_deleted_on_master": sum(p["segments_deleted_on_master"] for p in rows),
+            }
+        pairs = list(
+            zip(
+                [p for p in phases if p["phase"] == kind and p["retention"] == "on"],
+                [p for p in phases if p["phase"] == kind and p["retention"] == "off"],
+                strict=True,
+            )
+        )  # the two variants of one round ran back to back: their ratio is the least disturbed by other load
+        ratios = [on["msgs_per_s"] / off["msgs_per_s"] for on, off in pairs]
+        cpu_ratios = [on["cpu_ms_per_message"] / off["cpu_ms_per_message"] for on, off in pairs]
+        out[kind] = {
+            **medians,
+            "msgs_per_s_ratio_on_off": round(medians["on"]["msgs_per_s"] / medians["off"]["msgs_per_s"], 3),
+            "cpu_per_message_ratio_on_off": round(
+                medians["on"]["cpu_ms_per_message"] / medians["off"]["cpu_ms_per_message"], 3
+            ),
+            "msgs_per_s_ratio_per_round": [round(r, 3) for r in ratios],
+            "msgs_per_s_ratio_median_of_rounds": round(statistics.median(ratios), 3),
+            "cpu_per_message_ratio_per_round": [round(r, 3) for r in cpu_ratios],
+            "cpu_per_message_ratio_median_of_rounds": round(statistics.median(cpu_ratios), 3),
+        }
+    return out
+
+
 # ---- the socket baseline ---------------------------------------------------------------------------
 
 
@@ -772,10 +1002,14 @@ async def bench(params: Params, console: Console) -> dict[str, Any]:
     )
     results: dict[str, Any] = {}
     with progress:
-        base_line = {
-            "socket": await baseline(params, progress, replicated=False),
-            "socket_replicated": await baseline(params, progress, replicated=True),
-        }
+        base_line = (
+            {
+                "socket": await baseline(params, progress, replicated=False),
+                "socket_replicated": await baseline(params, progress, replicated=True),
+            }
+            if params.baseline
+            else {}
+        )
         with tempfile.TemporaryDirectory(prefix="bg-bench-produce-") as tmp:
             base = Path(tmp)
             group = ControllerGroup(base / "controllers", extra_args=["--log-level", "WARNING"])
@@ -784,7 +1018,10 @@ async def bench(params: Params, console: Console) -> dict[str, Any]:
                 with step(progress, "3 controllers up, leader settled"):
                     await settled(group)
                 for mode in params.modes:
-                    results[mode] = await bench_mode(mode, params, group, base, progress)
+                    if params.retention is not None:
+                        results[mode] = await retention_ab(mode, params, params.retention, group, base, progress)
+                    else:
+                        results[mode] = await bench_mode(mode, params, group, base, progress)
             finally:
                 with step(progress, "controllers stopped"):
                     await asyncio.to_thread(group.stop_all)

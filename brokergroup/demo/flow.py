@@ -27,7 +27,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from brokergroup.broker.client import Consumer, MasterFinder, Producer
+from brokergroup.broker.binary_client import BinaryConsumer, BinaryLinks, BinaryProducer
+from brokergroup.broker.client import MasterFinder
 from brokergroup.chaos.history import final_read, record_topology
 from brokergroup.common import extras
 from brokergroup.controller.client import ControllerClient
@@ -201,14 +202,17 @@ async def traffic_and_kill(
     per_set = max(opts.messages // len(cluster.sets), 1)
     victim_set = cluster.sets[0]
     clock.say(
-        f"producing {per_set * len(cluster.sets)} messages ({per_set} per set) with the idempotent producer", step=2
+        f"producing {per_set * len(cluster.sets)} messages ({per_set} per set) with the idempotent producer "
+        "over the binary port",
+        step=2,
     )
     async with aiohttp.ClientSession() as session, ControllerClient(cluster.controllers.api_addresses) as controller:
+        links = BinaryLinks(session)
         producers = [
             traffic.SetProducer(
                 s.broker_name,
-                Producer(
-                    MasterFinder(broker_name=s.broker_name, controller=controller), session=session, deadline_s=30
+                BinaryProducer(
+                    MasterFinder(broker_name=s.broker_name, controller=controller), links=links, deadline_s=30
                 ),
                 history,
                 count=per_set,
@@ -250,6 +254,7 @@ async def traffic_and_kill(
                 await asyncio.gather(*running)
             finally:
                 shower.cancel()
+                links.close()
                 for p in producers:
                     progress.update(tasks[p.broker_set], completed=p.sent)
     acked = sum(len(p.acks) for p in producers)
@@ -304,9 +309,11 @@ def out_of_sync(snap: snapshot.ClusterSnapshot) -> list[str]:
 async def read_back(cluster: LocalCluster, history: model.History, clock: Clock) -> None:
     """Consume every set through its master, then read every replica of every set in full (`final:<replica>`)."""
     async with aiohttp.ClientSession() as session, ControllerClient(cluster.controllers.api_addresses) as controller:
-        for s in cluster.sets:
-            finder = MasterFinder(broker_name=s.broker_name, controller=controller)
-            await traffic.consume_all(s.broker_name, Consumer(finder, group="demo-verify", session=session), history)
+        with contextlib.closing(BinaryLinks(session)) as links:
+            for s in cluster.sets:
+                finder = MasterFinder(broker_name=s.broker_name, controller=controller)
+                consumer = BinaryConsumer(finder, group="demo-verify", links=links)
+                await traffic.consume_all(s.broker_name, consumer, history)
         for s in cluster.sets:
             counts = [
                 await final_read(history, session, n.name, n.api, model.TOPIC, model.queue_name(s.broker_name))

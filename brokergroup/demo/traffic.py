@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from brokergroup.broker.binary_client import BinaryConsumer, BinaryProducer
 from brokergroup.broker.client import Consumer, ProduceError, Producer
 from brokergroup.chaos.history import body_digest
 from brokergroup.demo.model import QUEUE_ID, TOPIC, Ack, History, queue_name, wall_ms
@@ -21,7 +22,15 @@ from brokergroup.demo.model import QUEUE_ID, TOPIC, Ack, History, queue_name, wa
 class SetProducer:
     """Sends `count` numbered messages to one set, one at a time, as fast as they are acknowledged."""
 
-    def __init__(self, broker_set: str, producer: Producer, history: History, *, count: int, milestone: int) -> None:
+    def __init__(
+        self,
+        broker_set: str,
+        producer: BinaryProducer | Producer,
+        history: History,
+        *,
+        count: int,
+        milestone: int,
+    ) -> None:
         self.broker_set = broker_set
         self.producer = producer
         self.history = history
@@ -78,7 +87,9 @@ class SetProducer:
         )
 
 
-async def consume_all(broker_set: str, consumer: Consumer, history: History, *, deadline_s: float = 60.0) -> int:
+async def consume_all(
+    broker_set: str, consumer: BinaryConsumer | Consumer, history: History, *, deadline_s: float = 60.0
+) -> int:
     """Read the set's queue from offset 0 until a poll comes back empty; the number of messages read."""
     process = f"consumer:{broker_set}"
     queue = queue_name(broker_set)

@@ -66,3 +66,40 @@ async def test_request_ids_wrap_from_2_32_minus_1_to_1_never_to_the_connections_
 
     assert seen == [cf.MAX_REQUEST_ID, 1, 2]
     assert replies == [cf.Offset(1), cf.Offset(2), cf.Offset(3)]
+
+
+async def test_requests_made_in_one_loop_iteration_go_out_in_one_write_and_each_gets_its_own_reply() -> None:
+    """Producers released together (issue 17): their requests reach the broker in one read, so its puts
+    share a flush and a replication frame; the replies, answered in any order, find their callers."""
+    reads: list[bytes] = []
+    finished = asyncio.Event()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        data = await reader.read(65536)
+        reads.append(data)
+        decoder = cf.FrameDecoder(max_frame=cf.DEFAULT_MAX_REQUEST)
+        decoder.feed(data)
+        frames = []
+        while (raw := decoder.next_frame()) is not cf.NEED_DATA:
+            assert isinstance(raw, cf.RawFrame)
+            frames.append(raw)
+        answers = [cf.encode_error(f.request_id, cf.Error("BAD_REQUEST", 400, f"to {f.payload!r}")) for f in frames]
+        writer.write(b"".join(answers[::-1]))
+        await reader.read()  # until the client closes
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+        finished.set()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    async with server:
+        conn = await BinaryConnection.open(f"127.0.0.1:{server.sockets[0].getsockname()[1]}")
+        try:
+            bodies = (b"a", b"bb", b"ccc")
+            replies = await asyncio.gather(*(conn.request(cf.Produce(body), timeout=5) for body in bodies))
+        finally:
+            conn.close()
+        # the handler's writer closed before the loop ends (else the next test warns: see the test above)
+        await asyncio.wait_for(finished.wait(), 10)
+    assert len(reads) == 1 and reads[0].count(b"bb") == 1
+    assert [r.remark for r in replies if isinstance(r, cf.Error)] == ["to b'a'", "to b'bb'", "to b'ccc'"]

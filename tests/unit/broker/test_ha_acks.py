@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+
+import pytest
 
 from brokergroup.broker.ha.acks import AckWaiters
 from brokergroup.broker.store.types import PutStatus
@@ -64,3 +67,37 @@ async def test_a_cancelled_put_leaves_no_waiter() -> None:
     task.cancel()
     await asyncio.wait([task])
     assert len(waiters) == 0
+
+
+async def test_a_shorter_timeout_after_a_longer_one_is_answered_first() -> None:
+    waiters = AckWaiters(Acks())
+    long = asyncio.create_task(waiters.wait(1, 10))
+    assert await waiters.wait(2, 0.01) is PutStatus.FLUSH_SLAVE_TIMEOUT
+    assert not long.done()
+    assert len(waiters) == 1
+    waiters.fail_all(PutStatus.SERVICE_NOT_AVAILABLE)
+    assert await long is PutStatus.SERVICE_NOT_AVAILABLE
+
+
+async def test_puts_acked_in_time_share_one_timer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 17: no loop timer armed and cancelled per put; the timer fires about once per timeout."""
+    loop = asyncio.get_running_loop()
+    armed: list[float] = []
+    call_at = loop.call_at
+
+    def counting_call_at(when: float, callback: Callable[..., object], *args: object) -> asyncio.TimerHandle:
+        armed.append(when)
+        return call_at(when, callback, *args)
+
+    monkeypatch.setattr(loop, "call_at", counting_call_at)
+    acks = Acks()
+    waiters = AckWaiters(acks)
+    for offset in range(1, 201):
+        task = asyncio.create_task(waiters.wait(offset, 10))
+        await asyncio.sleep(0)
+        acks.offset = offset
+        waiters.notify()
+        assert await task is PutStatus.PUT_OK
+    assert len(armed) == 1
+    timed_out = asyncio.create_task(waiters.wait(1000, 0.01))
+    assert await timed_out is PutStatus.FLUSH_SLAVE_TIMEOUT  # answered although earlier entries wait to be dropped

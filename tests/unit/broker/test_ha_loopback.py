@@ -246,3 +246,67 @@ async def test_an_append_on_another_thread_reaches_the_loop(nodes: dict[int, Nod
     await master.ha.become_master(epoch=1, sync_state_set=frozenset({1}), sync_state_set_epoch=1)
     end = await asyncio.to_thread(master.log.put_n, 3)
     await until(lambda: master.log.confirm_offset == end, "a single-member set to confirm the append")
+
+
+async def test_the_master_closes_a_silent_link_after_the_housekeeping_interval_and_keeps_talking_ones() -> None:
+    settings = SETTINGS.model_copy(update={"housekeeping_interval_ms": 400})
+    group: dict[int, Node] = {}
+    for broker_id in (1, 2):
+        log, controller = FakeLog(segment_size=4096), Controller()
+        ha = HAService(log, broker_id=broker_id, settings=settings, on_sync_state_set_change=controller)
+        controller.service = ha
+        await ha.start()
+        group[broker_id] = Node(broker_id, log, ha, controller)
+    try:
+        master = group[1]
+        await master.ha.become_master(epoch=1, sync_state_set=frozenset({1}), sync_state_set_epoch=1)
+        await group[2].ha.become_slave(master_ha_address=master.ha.address, epoch=1)
+        reader, writer = await open_ha(master.ha.address)
+        try:
+            writer.write(encode(SlaveHandshake(slave_broker_id=3)))  # then never a frame again
+            started = asyncio.get_running_loop().time()
+            await until(lambda: len(master.ha.runtime_info()["connections"]) == 2, "both links up")
+            assert await closed_by_peer(reader)
+            assert asyncio.get_running_loop().time() - started >= 0.35
+        finally:
+            writer.close()
+            await writer.wait_closed()
+        await until(lambda: master.ha.sync_state_set == {1, 2}, "the slave to join the sync-state-set")
+        for _ in range(4):  # the real slave answers every heartbeat: its link outlives several intervals
+            assert await master.ha.wait_replicated(master.log.put_n(2)) is PutStatus.PUT_OK
+            await asyncio.sleep(0.3)  # time passing is what this checks: nothing to poll for
+        assert [c["slaveId"] for c in master.ha.runtime_info()["connections"]] == [2]
+        assert group[2].ha.runtime_info()["slave"]["sessions"] == 1
+    finally:
+        for node in group.values():
+            await node.ha.stop()
+
+
+async def test_a_slave_ends_a_session_with_a_silent_master_after_the_housekeeping_interval() -> None:
+    """The slave's follow loop keeps one watchdog timer (issue 17), not a timeout per read: a master that
+    takes the handshake and then sends nothing still ends the session after the interval, and the slave
+    connects again."""
+    settings = SETTINGS.model_copy(update={"housekeeping_interval_ms": 400})
+    accepted: list[float] = []
+    loop = asyncio.get_running_loop()
+
+    async def silent_master(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(loop.time())
+        while await reader.read(65536):  # takes whatever the slave sends, answers nothing
+            pass
+        writer.close()
+
+    server = await asyncio.start_server(silent_master, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    slave = HAService(FakeLog(segment_size=4096), broker_id=2, settings=settings, on_sync_state_set_change=Controller())
+    await slave.start()
+    try:
+        await slave.become_slave(master_ha_address=f"127.0.0.1:{port}", epoch=1)
+        await until(lambda: len(accepted) >= 2, "the slave to give up on the silent master and connect again")
+        assert accepted[1] - accepted[0] >= 0.35
+        error = slave.runtime_info()["slave"]["lastError"]
+        assert error == "TimeoutError: no frame from the master for 400 ms", error
+    finally:
+        await slave.stop()
+        server.close()
+        await server.wait_closed()
