@@ -26,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 
 from brokergroup.controller import core, eventlog, protocol
 from brokergroup.controller.codes import ControllerError, ResponseCode, http_status
+from brokergroup.controller.replicated import GROUP_ENTRY_FORMAT
 from brokergroup.controller.service import ControllerService, monotonic_ms, result_or_raise
 
 logger = logging.getLogger(__name__)
@@ -164,8 +165,7 @@ async def errors_and_metrics(request: web.Request, handler: Handler) -> web.Stre
         )
         return error_response(internal)
     finally:
-        service.metrics.requests.labels(kind, status).inc()
-        service.metrics.request_seconds.labels(kind).observe(time.perf_counter() - started)
+        service.metrics.request_done(kind, status, time.perf_counter() - started)
 
 
 # ---- leader-only plumbing ----------------------------------------------------------------------
@@ -453,6 +453,8 @@ async def status(request: web.Request) -> web.Response:
             "hasQuorum": node.has_quorum(),
             "stateVersion": version,
             "activeBrokers": service.heartbeats.active_count(monotonic_ms()),
+            "raftEntryFormat": GROUP_ENTRY_FORMAT,
+            "groupCommit": service.bridge.max_group > 1,
         }
     )
 

@@ -25,7 +25,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -200,7 +200,8 @@ class EventLogWriter:
         when the journal is re-applied at start. `sync` runs before every snapshot, so no record of
         an entry the snapshot covers (and the journal then forgets) can be lost."""
         with self._lock:
-            fresh = [{**r, "node": self._node} for r in records if not self._written(r)]
+            node = self._node
+            fresh = [r if r.get("node") == node else {**r, "node": node} for r in records if not self._written(r)]
             if not fresh:
                 return
             data = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in fresh).encode()
@@ -214,17 +215,31 @@ class EventLogWriter:
                 self._remember(record)
 
     def sync(self) -> None:
-        """fsync what was appended since the last call, and the folder if a file was created."""
+        """fsync what was appended before this call, and the folder if a file was created.
+
+        The fsyncs run without the lock (on a duplicate of the open file's descriptor), so appends
+        from pysyncobj's thread do not wait for them while a snapshot's thread syncs."""
         with self._lock:
-            for path in sorted(self._unsynced):
-                if path == self._path and self._fd is not None:
-                    os.fsync(self._fd)
+            paths = sorted(self._unsynced)
+            self._unsynced.clear()
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
+            current = os.dup(self._fd) if self._fd is not None and self._path in paths else None
+        try:
+            for path in paths:
+                if current is not None and path == self._path:
+                    os.fsync(current)
                 else:
                     fsync_path(path)
-            self._unsynced.clear()
-            if self._dir_dirty:
+            if dir_dirty:
                 fsync_path(self._dir, directory=True)
-                self._dir_dirty = False
+        except BaseException:
+            with self._lock:  # not synced: the next call tries again
+                self._unsynced.update(paths)
+                self._dir_dirty = self._dir_dirty or dir_dirty
+            raise
+        finally:
+            if current is not None:
+                os.close(current)
 
     def close(self) -> None:
         """Close the file being appended to (a later `append` opens it again)."""
@@ -235,28 +250,48 @@ class EventLogWriter:
 
 
 class EventFeed:
-    """Recent applied Raft records for long-polling readers (the operator). Loop-only."""
+    """Recent applied Raft records for long-polling readers (the operator).
 
-    def __init__(self, *, capacity: int = 20000) -> None:
+    `publish` and `note_gap` may run on any thread (pysyncobj's applies records there) and cost no
+    event-loop wake-up unless a reader waits: only then is `wake` (the bridge's `call_soon`) asked
+    to wake the waiters on the loop. Without `wake`, `publish` wakes them itself, so it must run on
+    the loop. `wait` runs on the loop; `read` on any thread."""
+
+    def __init__(self, *, capacity: int = 20000, wake: Callable[[Callable[[], None]], None] | None = None) -> None:
         self._records: collections.deque[dict[str, Any]] = collections.deque(maxlen=capacity)
+        self._lock = threading.Lock()
+        self._wake = wake
         self._changed = asyncio.Event()
+        self._waiting = 0
+        """Readers blocked in `wait` (changed under the lock, with the check that found nothing to read)."""
         self.last_index = 0
         self._dropped_before = 0
         """Every record with an index <= this may be missing from the feed."""
 
     def publish(self, index: int, records: Iterable[dict[str, Any]]) -> None:
-        for record in records:
-            if len(self._records) == self._records.maxlen:
-                self._dropped_before = int(self._records[0]["index"])
-            self._records.append(record)
-        self.last_index = max(self.last_index, index)
+        with self._lock:
+            for record in records:
+                if len(self._records) == self._records.maxlen:
+                    self._dropped_before = int(self._records[0]["index"])
+                self._records.append(record)
+            self.last_index = max(self.last_index, index)
+            waiting = self._waiting > 0
+        if waiting:  # a reader that checked before this publish is counted here, so none is missed
+            if self._wake is None:
+                self._wake_waiters()
+            else:
+                self._wake(self._wake_waiters)
+
+    def _wake_waiters(self) -> None:
+        """On the loop: wake every reader blocked in `wait` (each reads again)."""
         self._changed.set()
         self._changed = asyncio.Event()
 
     def note_gap(self, index: int) -> None:
         """Records up to `index` exist that the feed never saw (a snapshot was loaded)."""
-        self._dropped_before = max(self._dropped_before, index)
-        self.last_index = max(self.last_index, index)
+        with self._lock:
+            self._dropped_before = max(self._dropped_before, index)
+            self.last_index = max(self.last_index, index)
 
     def _first_after(self, after: int) -> int:
         """Position of the first record with an index above `after` (records are in index order): a
@@ -267,9 +302,19 @@ class EventFeed:
         return position
 
     def read(self, after: int, *, limit: int = 1000) -> dict[str, Any]:
+        """Records with an index above `after`: `limit` of them, and then the rest of the last one's
+        index, so a page never ends inside a Raft entry (a reader continues after the last index it
+        got; one group-commit entry holds the records of several broker sets)."""
+        with self._lock:
+            return self._read(after, limit)
+
+    def _read(self, after: int, limit: int) -> dict[str, Any]:
         start = self._first_after(after)
         records = self._records
-        events = [records[i] for i in range(start, min(start + limit, len(records)))]  # near the end: cheap
+        end = min(start + limit, len(records))
+        while start < end < len(records) and records[end]["index"] == records[end - 1]["index"]:
+            end += 1
+        events = [records[i] for i in range(start, end)]  # near the end: cheap
         return {
             "events": events,
             "lastIndex": self.last_index,
@@ -277,8 +322,15 @@ class EventFeed:
         }
 
     async def wait(self, after: int, *, timeout: float, limit: int = 1000) -> dict[str, Any]:
-        if not (self._records and self._records[-1]["index"] > after) and timeout > 0:
+        with self._lock:
+            if (self._records and self._records[-1]["index"] > after) or timeout <= 0:
+                return self._read(after, limit)
             waiter = self._changed
+            self._waiting += 1
+        try:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(waiter.wait(), timeout)
+        finally:
+            with self._lock:
+                self._waiting -= 1
         return self.read(after, limit=limit)

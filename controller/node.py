@@ -25,23 +25,23 @@ async def run_node(settings: ControllerSettings, *, stop: asyncio.Event | None =
     stop = stop or asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    bridge = Bridge(loop)
+    bridge = Bridge(loop, max_group=1)  # the service groups once every node applies group entries
     metrics = ControllerMetrics(CollectorRegistry())
     event_log = EventLogWriter(
         settings.data_dir / "events", node_id=settings.node_id, max_bytes=settings.event_log_max_bytes
     )
-    feed = EventFeed()
+    feed = EventFeed(wake=bridge.call_soon)  # applies publish on pysyncobj's thread, no loop wake-up
     had_snapshot = snapshot_path(settings.data_dir).exists()
     first = [True]
 
     def on_applied(applied: Applied) -> None:  # runs on pysyncobj's thread
-        records = [{**r, "node": settings.node_id} for r in applied.records]
+        records = [{**r, "node": settings.node_id} for r in applied.records]  # one entry: maybe several sets
         if records:
             event_log.append(records)
         if first[0] and had_snapshot:
-            bridge.call_soon(feed.note_gap, applied.index - 1)
+            feed.note_gap(applied.index - 1)
         first[0] = False
-        bridge.call_soon(feed.publish, applied.index, records)
+        feed.publish(applied.index, records)
 
     machine = StateMachine(on_applied)
     node = RaftNode(

@@ -143,6 +143,15 @@ HAND_WRITTEN: dict[str, dict[str, Any]] = {
             "hasQuorum": {"type": "boolean"},
             "stateVersion": {"type": "integer"},
             "activeBrokers": {"type": "integer"},
+            "raftEntryFormat": {
+                "type": "integer",
+                "description": "Highest Raft entry format this node applies: 2 = group-commit entries (batches of "
+                "several broker sets). A leader groups batches only once every other node reports 2.",
+            },
+            "groupCommit": {
+                "type": "boolean",
+                "description": "This node, as leader, puts batches of several broker sets in one Raft entry.",
+            },
         },
         "required": [
             "nodeId",
@@ -155,6 +164,8 @@ HAND_WRITTEN: dict[str, dict[str, Any]] = {
             "hasQuorum",
             "stateVersion",
             "activeBrokers",
+            "raftEntryFormat",
+            "groupCommit",
         ],
         "additionalProperties": True,
     },

@@ -21,6 +21,13 @@ change. What it changes:
    log is not newer and it has not heard from a leader within the minimum election timeout (a
    leader never grants). Only with a majority of pre-votes does it start a real election, so a
    node that was away (SIGSTOP, partition) does not depose a healthy leader.
+5. **Snapshots written off the tick thread.** With a custom serializer and `useFork=False`,
+   pysyncobj runs the whole snapshot (copy, encoding, write, fsync) on its tick thread. A
+   serializer whose owner is a `BackgroundSnapshots` (installed through pysyncobj's `Serializer`
+   name) has the tick thread take only a copy of the state (`start`); a thread encodes, writes and
+   fsyncs it, and the tick thread renames it into place and reports success when it polls
+   (`poll`), so pysyncobj drops the log head only once the snapshot is durable, at the index the
+   copy was taken at. No snapshot is sent to a follower while one is being written (as before).
 """
 
 from __future__ import annotations
@@ -31,8 +38,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pysyncobj.journal
+import pysyncobj.serializer
 import pysyncobj.syncobj
 from pysyncobj import SyncObj
+from pysyncobj.config import SERIALIZER_STATE
 
 from brokergroup.controller.journal import DurableJournal
 
@@ -50,9 +59,96 @@ def _create_journal(journal_file: Any = None) -> Any:
     return _original_create_journal(journal_file)
 
 
+class BackgroundSnapshots:
+    """What a snapshot writer that works off the tick thread provides (`replicated.Snapshots`)."""
+
+    def serialize(self, path: str, data: tuple[Any, Any, Any]) -> None:
+        """The whole snapshot on the calling thread (pysyncobj's own contract for `serializer`)."""
+        raise NotImplementedError
+
+    def start(self, path: str, data: tuple[Any, Any, Any]) -> None:
+        """On the tick thread: copy the state (it is at the index of `data[0]`) and begin writing it to
+        a temporary file in the background; `path` is not touched until `poll` succeeds."""
+        raise NotImplementedError
+
+    def poll(self) -> int:
+        """On the tick thread: a `SERIALIZER_STATE`. SUCCESS (once, after the file is renamed to
+        `path`), FAILED (once), SERIALIZING, or NOT_SERIALIZING when the write was abandoned
+        because another snapshot was loaded meanwhile."""
+        raise NotImplementedError
+
+
+NOT_SERIALIZING: int = SERIALIZER_STATE.NOT_SERIALIZING
+SERIALIZING: int = SERIALIZER_STATE.SERIALIZING
+SUCCESS: int = SERIALIZER_STATE.SUCCESS
+FAILED: int = SERIALIZER_STATE.FAILED
+
+IN_BACKGROUND = -3
+"""`Serializer.__pid` while a background snapshot is being written (0: idle; -1/-2: pysyncobj's)."""
+
+
+class BackgroundSerializer(pysyncobj.serializer.Serializer):  # type: ignore[misc]
+    """pysyncobj's file `Serializer` whose `serialize` only starts a `BackgroundSnapshots` write.
+
+    While the write runs, `__pid` is non-zero, as in pysyncobj's fork mode: `serialize` starts no
+    other snapshot and `getTransmissionData` sends none to a follower (the file is being replaced)."""
+
+    _Serializer__pid: int
+    _Serializer__currentID: int
+    _Serializer__fileName: str
+    _Serializer__transmissions: dict[Any, Any]
+
+    def __init__(self, file_name: str, batch_size: int, snapshots: BackgroundSnapshots, deserializer: Any) -> None:
+        super().__init__(file_name, batch_size, False, snapshots.serialize, deserializer, None)
+        self._snapshots = snapshots
+
+    def serialize(self, data: tuple[Any, Any, Any, Any], id: int) -> None:
+        if self._Serializer__pid != 0:
+            return
+        self._Serializer__currentID = id
+        try:
+            self._snapshots.start(self._Serializer__fileName, data[1:])
+        except Exception:
+            logger.exception("could not start a snapshot at index %s", id)
+            self._Serializer__pid = -2  # pysyncobj's "failed": the next check reports FAILED
+            return
+        self._Serializer__pid = IN_BACKGROUND
+
+    def checkSerializing(self) -> tuple[int, int | None]:
+        if self._Serializer__pid != IN_BACKGROUND:
+            return super().checkSerializing()  # type: ignore[no-any-return]
+        status = self._snapshots.poll()
+        if status == SERIALIZING:
+            return status, self._Serializer__currentID
+        self._Serializer__pid = 0
+        if status == SUCCESS:
+            self._Serializer__transmissions = {}  # as pysyncobj does: later transmissions read the new file
+        return status, self._Serializer__currentID
+
+
+_original_serializer: Callable[..., Any] = pysyncobj.syncobj.Serializer
+
+
+def _create_serializer(
+    file_name: str | None,
+    batch_size: int,
+    try_use_fork: bool,
+    serializer: Any,
+    deserializer: Any,
+    serialize_checker: Any,
+) -> Any:
+    """pysyncobj's `Serializer`, or a `BackgroundSerializer` when `serializer` is a `BackgroundSnapshots`'s."""
+    owner = getattr(serializer, "__self__", None)
+    if isinstance(owner, BackgroundSnapshots) and file_name is not None and serialize_checker is None:
+        return BackgroundSerializer(file_name, batch_size, owner, deserializer)
+    return _original_serializer(file_name, batch_size, try_use_fork, serializer, deserializer, serialize_checker)
+
+
 def install() -> None:
-    """Let `SyncObjConf(journalFile=<DurableJournal>)` use our journal (idempotent, same behaviour otherwise)."""
+    """Let `SyncObjConf(journalFile=<DurableJournal>)` use our journal and a `BackgroundSnapshots`'s
+    `serialize` write off the tick thread (idempotent, same behaviour otherwise)."""
     pysyncobj.syncobj.createJournal = _create_journal
+    pysyncobj.syncobj.Serializer = _create_serializer
 
 
 class FixedSyncObj(SyncObj):  # type: ignore[misc]

@@ -2,11 +2,15 @@
 
 Pure: every value, including time, ids and the Raft position, is an argument. A replicated
 event gets the same `eventId` on every node (uuid5 of the batch id and its position in the
-batch), so the audit can deduplicate the logs of all nodes.
+batch), so the audit can deduplicate the logs of all nodes. `position` is the event's place in
+its Raft entry (an entry may carry batches of several broker sets, group commit): with `term`
+and `index` it orders raft events exactly. Lines written before group commit have no
+`position`; readers take it as null (one batch per entry then).
 """
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from typing import Any
 
@@ -40,7 +44,16 @@ _EMPTY_SET_FIELDS: dict[str, Any] = {
 
 
 def event_id(batch_id: str, position: int) -> str:
-    return str(uuid.uuid5(uuid.UUID(batch_id), str(position)))
+    """`str(uuid.uuid5(uuid.UUID(batch_id), str(position)))`, computed without building two UUID
+    objects (a quarter of the time; every node computes one per applied event). RFC 4122 §4.3: the
+    SHA-1 of the namespace's bytes and the name, its first 16 bytes with version 5 and the variant."""
+    digest = bytearray(
+        hashlib.sha1(uuid.UUID(batch_id).bytes + str(position).encode(), usedforsecurity=False).digest()[:16]
+    )
+    digest[6] = (digest[6] & 0x0F) | 0x50
+    digest[8] = (digest[8] & 0x3F) | 0x80
+    h = digest.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def set_fields(state: model.ControllerState, broker_name: str) -> dict[str, Any]:
@@ -85,6 +98,7 @@ def raft_record(
     unclean: bool,
     batch_id: str,
     position: int,
+    entry_position: int,
     ts_ms: int,
     term: int,
     index: int,
@@ -106,6 +120,7 @@ def raft_record(
         "node": None,
         "term": term,
         "index": index,
+        "position": entry_position,
         "source": "raft",
         "clusterName": cluster,
         "brokerName": event.broker_name,
@@ -140,6 +155,7 @@ def local_record(
         "node": None,
         "term": term,
         "index": None,
+        "position": None,
         "source": "local",
         "clusterName": cluster_name,
         "brokerName": broker_name,

@@ -24,9 +24,10 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Hashable
 from typing import Any
 
+import aiohttp
 from pydantic import BaseModel, ValidationError
 
-from brokergroup.controller import core, heartbeat, protocol, records
+from brokergroup.controller import core, heartbeat, peerformat, protocol, records
 from brokergroup.controller.bridge import Bridge
 from brokergroup.controller.codes import ControllerError, ResponseCode
 from brokergroup.controller.eventlog import EventFeed, EventLogWriter
@@ -39,6 +40,12 @@ from brokergroup.controller.settings import ControllerSettings, RocketMQConfig
 logger = logging.getLogger(__name__)
 
 BATCH_COUNTER_MASK = (1 << 64) - 1
+GROUP_CHECK_INTERVAL_S = 10.0
+"""How often the serving leader asks the other nodes whether they apply group entries, once all do."""
+GROUP_RECHECK_S = 1.0
+"""How often it asks while some node is not known to (starting, slow, or an older version)."""
+MAX_GROUP = 64
+"""Batches in one group-commit entry at most."""
 
 Compute = Callable[[ControllerState, LivenessView], Result]
 
@@ -80,10 +87,16 @@ class ControllerService:
         self._ready = asyncio.Event()
         self._batch_id_base = uuid.uuid4().int & ~BATCH_COUNTER_MASK
         self._batch_counter = itertools.count()
+        self._group_checked_at = -GROUP_CHECK_INTERVAL_S
+        self._group_check: asyncio.Task[None] | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._peer_formats: dict[str, int] = {}
+        """Other nodes' API address -> the Raft entry format they last said they apply."""
 
     def _next_batch_id(self) -> str:
         """A batch id unique without a uuid4 per batch: this process's random upper 64 bits and a counter."""
-        return str(uuid.UUID(int=self._batch_id_base | (next(self._batch_counter) & BATCH_COUNTER_MASK)))
+        h = f"{self._batch_id_base | (next(self._batch_counter) & BATCH_COUNTER_MASK):032x}"  # str(UUID(int=...))
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
     # ---- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -92,12 +105,40 @@ class ControllerService:
             self._tasks.append(loop.create_task(coro))
 
     async def close(self) -> None:
-        for task in [*self._tasks, *self._elections.values()]:
+        tasks = [*self._tasks, *self._elections.values(), *([self._group_check] if self._group_check else [])]
+        for task in tasks:
             task.cancel()
-        for task in [*self._tasks, *self._elections.values()]:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.notifier.close()
+        if self._session is not None:
+            await self._session.close()
+
+    # ---- group commit ------------------------------------------------------------------------------
+    def _maybe_check_group_commit(self) -> None:
+        """While serving, every GROUP_CHECK_INTERVAL_S (every GROUP_RECHECK_S while off): group batches
+        only if every other node applies group entries (a rolling upgrade may still run older nodes,
+        which apply one batch per entry; a node still starting has not answered yet)."""
+        now = time.monotonic()
+        interval = GROUP_CHECK_INTERVAL_S if self.bridge.max_group > 1 else GROUP_RECHECK_S
+        if now - self._group_checked_at < interval:
+            return
+        if self._group_check is not None and not self._group_check.done():
+            return
+        self._group_checked_at = now
+        self._group_check = asyncio.get_running_loop().create_task(self._check_group_commit())
+
+    async def _check_group_commit(self) -> None:
+        others = [p.api for p in self.settings.others]
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        ok = await peerformat.refresh(self._session, self._peer_formats, others) if others else True
+        wanted = MAX_GROUP if ok else 1
+        if self.bridge.max_group != wanted:
+            why = "every node applies group entries" if ok else "a node applies one batch per entry (or never answered)"
+            logger.info("group commit %s: %s", "on" if ok else "off", why)
+            self.bridge.max_group = wanted
 
     # ---- leadership ------------------------------------------------------------------------------
     @property
@@ -113,6 +154,8 @@ class ControllerService:
                 logger.info("no longer leader (term %s)", term)
                 self._ready_term = None
                 self._ready.clear()
+            if self.serving:
+                self._maybe_check_group_commit()
             self.metrics.is_leader.set(1 if self.serving else 0)
             self.metrics.term.set(term)
             self.metrics.last_applied.set(self.node.last_applied())
@@ -152,8 +195,8 @@ class ControllerService:
         return self.heartbeats.view(monotonic_ms())
 
     def on_heartbeat(self, req: protocol.HeartbeatRequest, channel: Hashable | None = None) -> None:
-        heartbeat.validate_heartbeat(req)
-        became_active = self.heartbeats.on_heartbeat(req, monotonic_ms(), channel)
+        self.metrics.heartbeats_received += 1
+        became_active = self.heartbeats.on_heartbeat(req, monotonic_ms(), channel)  # validates it first
         if became_active and self.serving:
             self.log_local("BROKER_ACTIVE", cluster=req.cluster_name, broker=req.broker_name, broker_id=req.broker_id)
 
@@ -177,14 +220,20 @@ class ControllerService:
 
     async def _scan_not_active_loop(self) -> None:
         await asyncio.sleep(min(2.0, self.config.scan_not_active_broker_interval / 1000))
+        lateness = self.metrics.scan_lateness.labels("expiry")
         while True:
             for info in self.heartbeats.scan_expired(monotonic_ms()):
                 self._broker_inactive(info, "heartbeat_timeout", "HEARTBEAT_LOST")
+            due = time.monotonic() + self.config.scan_not_active_broker_interval / 1000
             await asyncio.sleep(self.config.scan_not_active_broker_interval / 1000)
+            lateness.observe(max(0.0, time.monotonic() - due))
 
     async def _scan_inactive_master_loop(self) -> None:
+        lateness = self.metrics.scan_lateness.labels("inactive_master")
         while True:
+            due = time.monotonic() + self.config.scan_inactive_master_interval / 1000
             await asyncio.sleep(self.config.scan_inactive_master_interval / 1000)
+            lateness.observe(max(0.0, time.monotonic() - due))
             if not self.serving or monotonic_ms() - self._leader_since_ms < self.config.scan_warmup_interval:
                 continue
             view = self.liveness()
@@ -205,8 +254,9 @@ class ControllerService:
         """Compute, commit and answer one state-changing request.
 
         Requests of one broker set run one at a time, like RocketMQ's single scheduler; requests
-        of different sets are independent and share the Raft pipeline. The batch carries the
-        set's version, so a computation that raced with another commit is rejected and redone.
+        of different sets are independent and share Raft entries (the bridge's group commit). The
+        batch carries the set's version, so a computation that raced with another commit is
+        rejected and redone.
         """
         async with self._set_lock(broker_name):
             for _ in range(3):

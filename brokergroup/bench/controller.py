@@ -1,5 +1,10 @@
-"""`brokergroup bench controller`: heartbeat, alter-sync-state-set and elect-master on a local
-3-node group, and a raw pysyncobj replicated counter as the baseline, in the same run.
+"""`brokergroup bench controller`: heartbeat, replica-info, alter-sync-state-set and elect-master on
+a local 3-node group, and a raw pysyncobj replicated counter as the baseline, in the same run.
+
+alter-sync-state-set is measured alone, as a broker sends it: with the epochs of the previous
+answer (one replica-info read per set before the measurement, and again only after a refusal);
+replica-info is measured alone; `replica_info_then_alter` is the op of earlier runs (a read before
+every write), kept to compare with them.
 
 After the run every node's applied Raft state is compared (`GET /v1/raft/state-digest`, once all
 report the same last applied index); a difference fails the bench. The controller logs are
@@ -12,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import secrets
@@ -25,7 +31,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 from brokergroup.bench.stats import machine, summarize
+from brokergroup.common import eventloop
 from brokergroup.controller import protocol
 from brokergroup.controller.agreement import Agreement, wait_for_agreement
 from brokergroup.controller.client import ControllerClient, ControllerUnavailable
@@ -63,6 +72,24 @@ def add_parser(kinds: Any) -> None:
         help="also A/B alter-sync-state-set commits against controllers run from this source tree",
     )
     p.add_argument("--rounds", type=int, default=3, help="A/B rounds per side with --baseline-tree")
+    p.add_argument(
+        "--heartbeat-load-s",
+        type=float,
+        default=0.0,
+        help="also run every broker (3 per set) heartbeating every node at the default 1 s interval for this "
+        "many seconds, from one load-generator process, and time a master failover by lost heartbeats",
+    )
+    p.add_argument(
+        "--heartbeat-streams",
+        type=int,
+        default=256,
+        help="heartbeat streams per node the load generator's brokers share",
+    )
+    p.add_argument(
+        "--snapshot-only",
+        action="store_true",
+        help="measure only the Raft snapshot's pause of the tick thread at each --sets count (no controllers)",
+    )
     p.add_argument("--out", type=Path, help="also write the JSON here")
     p.set_defaults(func=run)
 
@@ -96,7 +123,14 @@ def run(args: argparse.Namespace) -> int:
     if tree is not None and not (tree / "brokergroup" / "cli.py").is_file():
         print(f"brokergroup bench controller: --baseline-tree {tree}: no brokergroup/cli.py there", file=sys.stderr)
         return 2
-    result = asyncio.run(
+    if getattr(args, "snapshot_only", False):
+        snap = {"machine": machine(), "snapshot": [{"sets": n, **snapshot_pause(n)} for n in sets]}
+        text = json.dumps(snap, indent=2)
+        print(text)
+        if args.out:
+            args.out.write_text(text + "\n")
+        return 0
+    result = eventloop.run(  # the load generator on the loop brokers run (uvloop): less of the machine's CPU
         bench(
             ops=args.ops,
             concurrency=args.concurrency,
@@ -105,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
             baseline_tree=tree,
             rounds=args.rounds,
             ab_sets=ab_sets,
+            heartbeat_load_s=getattr(args, "heartbeat_load_s", 0.0),
+            heartbeat_streams=getattr(args, "heartbeat_streams", 256),
         )
     )
     text = json.dumps(result, indent=2)
@@ -249,7 +285,9 @@ def set_names(sets: int) -> list[str]:
     return [f"set-{s}" for s in range(sets)]
 
 
-async def bench_group(*, ops: int, concurrency: int, sets: int, failovers: int) -> dict[str, Any]:
+async def bench_group(
+    *, ops: int, concurrency: int, sets: int, failovers: int, heartbeat_load_s: float = 0, heartbeat_streams: int = 256
+) -> dict[str, Any]:
     """One fresh group with `sets` broker sets: heartbeats, alter-sync-state-set, elect-master, leader
     failovers; CPU per operation of the three controllers; the states compared at the end."""
     token = secrets.token_urlsafe(16)
@@ -280,9 +318,26 @@ async def bench_group(*, ops: int, concurrency: int, sets: int, failovers: int) 
                 heartbeat = await timed(ops, concurrency, lambda i: client.heartbeat(beats[i % len(beats)]))
                 heartbeat["cpu_ms_per_op"] = cpu_per_op(cpu_seconds(group) - cpu_before, heartbeat)
 
-                async def alter(name: str, i: int) -> float:
+                async def read(name: str, _i: int) -> float:
+                    started = time.perf_counter()
+                    await client.replica_info(name)
+                    return time.perf_counter() - started
+
+                cpu_before = cpu_seconds(group)
+                read_result = await owned_sets(names, concurrency, ops, patient(read))
+                read_result["cpu_ms_per_op"] = cpu_per_op(cpu_seconds(group) - cpu_before, read_result)
+
+                writer = EpochWriter(client)
+                await writer.learn(names[: min(len(names), ops)])
+                cpu_before = cpu_seconds(group)
+                alter_result = await owned_sets(names, concurrency, ops, patient(writer.alter))
+                alter_result["cpu_ms_per_op"] = cpu_per_op(cpu_seconds(group) - cpu_before, alter_result)
+                alter_result["refusals"] = writer.refusals
+
+                async def read_then_alter(name: str, _i: int) -> float:
+                    started = time.perf_counter()
                     info = await client.replica_info(name)
-                    target = [1, 2, 3] if i % 2 == 0 else [1]
+                    target = [1] if len(info.sync_state_set) > 1 else [1, 2, 3]
                     req = protocol.AlterSyncStateSetRequest(
                         broker_name=name,
                         master_broker_id=1,
@@ -290,13 +345,12 @@ async def bench_group(*, ops: int, concurrency: int, sets: int, failovers: int) 
                         sync_state_set=target,
                         sync_state_set_epoch=info.sync_state_set_epoch,
                     )
-                    started = time.perf_counter()
                     await client.alter_sync_state_set(req)
                     return time.perf_counter() - started
 
                 cpu_before = cpu_seconds(group)
-                alter_result = await owned_sets(names, concurrency, ops, patient(alter))
-                alter_result["cpu_ms_per_op"] = cpu_per_op(cpu_seconds(group) - cpu_before, alter_result)
+                both_result = await owned_sets(names, concurrency, ops, patient(read_then_alter))
+                both_result["cpu_ms_per_op"] = cpu_per_op(cpu_seconds(group) - cpu_before, both_result)
 
                 async def elect(name: str, _i: int) -> float:
                     info = await client.replica_info(name)
@@ -325,6 +379,11 @@ async def bench_group(*, ops: int, concurrency: int, sets: int, failovers: int) 
                     names, concurrency, max(min(sets, concurrency), ops // 2), patient(elect)
                 )
                 elect_result["cpu_ms_per_op"] = cpu_per_op(cpu_seconds(group) - cpu_before, elect_result)
+                extra: dict[str, Any] = {}
+                if heartbeat_load_s > 0:
+                    extra["heartbeat_load"] = await heartbeat_load_phase(
+                        group, client, names, duration_s=heartbeat_load_s, streams=heartbeat_streams, token=token
+                    )
             failover = await leader_failovers(group, failovers)
             async with group.client(timeout=5.0) as client:
                 agreed = await agreement(group, client)
@@ -335,20 +394,216 @@ async def bench_group(*, ops: int, concurrency: int, sets: int, failovers: int) 
         "sets": sets,
         "prepare_s": round(prepared_s, 3),
         "heartbeat": heartbeat,
+        "replica_info": read_result,
         "alter_sync_state_set": alter_result,
+        "replica_info_then_alter": both_result,
         "elect_master": elect_result,
         "leader_failover": failover,
+        **extra,
         "snapshot": await asyncio.to_thread(snapshot_pause, sets),
         "agreement": agreed.to_dict(),
         "divergence_warnings": warnings,
     }
 
 
-def snapshot_pause(sets: int) -> dict[str, Any]:
+HEARTBEAT_INTERVAL_MS = 1000
+"""A broker's default heartbeat interval (`controller.heartbeat_interval_ms`)."""
+HEARTBEAT_TIMEOUT_MS = 10_000
+"""A broker's default heartbeat timeout (`controller.heartbeat_timeout_ms`), sent in each heartbeat."""
+SCAN_INTERVAL_MS = 5000
+"""The controller's default heartbeat-expiry scan period (`scan_not_active_broker_interval`)."""
+
+
+async def scrape(addresses: list[str]) -> dict[str, dict[str, float]]:
+    """Per node: `brokergroup_controller_heartbeats_total` and the expiry scan's lateness histogram."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    found: dict[str, dict[str, float]] = {}
+    async with aiohttp.ClientSession() as session:
+        for address in addresses:
+            async with session.get(f"http://{address}/metrics") as response:
+                text = await response.text()
+            values: dict[str, float] = {}
+            for family in text_string_to_metric_families(text):
+                for sample in family.samples:
+                    if sample.name == "brokergroup_controller_heartbeats_total":
+                        values["heartbeats"] = sample.value
+                    if sample.name == "brokergroup_controller_scan_lateness_seconds_bucket" and (
+                        sample.labels.get("scan") == "expiry"
+                    ):
+                        values[f"le:{sample.labels['le']}"] = sample.value
+            found[address] = values
+    return found
+
+
+def lateness_quantiles(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+    """p50, p99 and max of the expiry scan's lateness between two scrapes, as bucket upper bounds (ms)."""
+    bounds = sorted((float(k[3:]), k) for k in after if k.startswith("le:") and k != "le:+Inf")
+    total = after.get("le:+Inf", 0) - before.get("le:+Inf", 0)
+    if total <= 0:
+        return {"scans": 0}
+
+    def upper(q: float) -> str:
+        for bound, key in bounds:
+            if after[key] - before.get(key, 0) >= q * total:
+                return f"<= {bound * 1000:g}"
+        return f"> {bounds[-1][0] * 1000:g}"
+
+    return {"scans": int(total), "p50_ms": upper(0.5), "p99_ms": upper(0.99), "max_ms": upper(1.0)}
+
+
+async def heartbeat_load_phase(
+    group: ControllerGroup, client: ControllerClient, names: list[str], *, duration_s: float, streams: int, token: str
+) -> dict[str, Any]:
+    """Every broker (3 per set) heartbeats every node at the default interval for `duration_s`
+    (`brokergroup.bench.heartbeat_load`, one process); a third of the way in, the master of the
+    first set stops heartbeating (its stream stays open: a hung broker) and the time until another
+    master is elected is measured. Reports heartbeats/s sent and received against the target, the
+    expiry scan's lateness on every node, the controllers' CPU, and that failover."""
+    name = names[0]
+    info = await client.replica_info(name)
+    master = info.master_broker_id or 1
+    if len(info.sync_state_set) < 3 or info.master_broker_id is None:  # a failover needs eligible replicas
+        await settle_post(
+            client,
+            "/v1/alter-sync-state-set",
+            protocol.AlterSyncStateSetRequest(
+                broker_name=name,
+                master_broker_id=master,
+                master_epoch=info.master_epoch,
+                sync_state_set=[1, 2, 3],
+                sync_state_set_epoch=info.sync_state_set_epoch,
+            ),
+        )
+    stop_after_s = duration_s / 3
+    config = {
+        "addresses": group.api_addresses,
+        "names": names,
+        "cluster": CLUSTER,
+        "interval_ms": HEARTBEAT_INTERVAL_MS,
+        "timeout_ms": HEARTBEAT_TIMEOUT_MS,
+        "duration_s": duration_s,
+        "connections": streams,
+        "token": token,
+        "stop_broker": [name, master],
+        "stop_after_s": stop_after_s,
+        "farewell_timeout_ms": LONG_TIMEOUT_MS,
+    }
+    before = await scrape(group.api_addresses)
+    cpu_before, started = cpu_seconds(group), time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "brokergroup.bench.heartbeat_load",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    communicate = asyncio.ensure_future(proc.communicate(json.dumps(config).encode()))
+    await asyncio.sleep(stop_after_s)
+    elected_at = None
+    while not communicate.done():
+        try:
+            now = await client.replica_info(name)
+        except (ControllerError, ControllerUnavailable):
+            now = None
+        if now is not None and now.master_broker_id not in (None, master):
+            elected_at = time.monotonic()
+            break
+        await asyncio.sleep(0.05)
+    out, err = await communicate
+    took = time.monotonic() - started
+    cpu = cpu_seconds(group) - cpu_before
+    after = await scrape(group.api_addresses)
+    if proc.returncode != 0:
+        raise RuntimeError(f"heartbeat load generator failed: {err.decode()[-2000:]}")
+    load = json.loads(out.decode().splitlines()[-1])
+    received = sum(after[a].get("heartbeats", 0) - before[a].get("heartbeats", 0) for a in after)
+    last_sent = load.get("stopped_last_sent_monotonic")
+    return {
+        "generator": load,
+        "received": int(received),
+        "received_per_s": round(received / load["seconds"], 1),
+        "target_per_s": load["target_per_s"],
+        "controllers_cpu_s": round(cpu, 3),
+        "controllers_cpu_cores": round(cpu / took, 3),
+        "cpu_ms_per_heartbeat": round(cpu * 1000 / max(1, received), 4),
+        "expiry_scan_lateness": {a: lateness_quantiles(before[a], after[a]) for a in after},
+        "failover": {
+            "stopped": [name, master],
+            "from_last_heartbeat_s": round(elected_at - last_sent, 3) if elected_at and last_sent else None,
+            "bound_s": (HEARTBEAT_TIMEOUT_MS + SCAN_INTERVAL_MS) / 1000,
+        },
+    }
+
+
+class EpochWriter:
+    """alter-sync-state-set as a broker sends it (broker/role.py `_report`): with the master and
+    sync-state-set epochs of the previous answer, no read before the write. The epochs are read once
+    per set before a measurement (`learn`), and again after a refusal, then the write is sent again."""
+
+    def __init__(self, client: ControllerClient, *, address: str | None = None) -> None:
+        self.client = client
+        self.address = address
+        self.epochs: dict[str, tuple[int, int, tuple[int, ...]]] = {}
+        """Set -> (masterEpoch, syncStateSetEpoch, syncStateSet) as the controller last answered."""
+        self.refusals = 0
+
+    async def read(self, name: str) -> None:
+        info = await self.client.call("GET", "/v1/replica-info", params={"brokerName": name}, address=self.address)
+        self.epochs[name] = (int(info["masterEpoch"]), int(info["syncStateSetEpoch"]), tuple(info["syncStateSet"]))
+
+    async def learn(self, names: list[str]) -> None:
+        """One read of every set in `names`, PREPARE_CONCURRENCY at a time (not measured)."""
+
+        async def loop(owned: list[str]) -> None:
+            for name in owned:
+                await self.read(name)
+
+        await asyncio.gather(*(loop(names[w::PREPARE_CONCURRENCY]) for w in range(PREPARE_CONCURRENCY)))
+
+    async def alter(self, name: str, _i: int) -> float:
+        """Shrink a full set to the master, or grow it back to all three: always a change."""
+        started = time.perf_counter()
+        for attempt in range(3):
+            if name not in self.epochs:
+                await self.read(name)
+            master_epoch, sync_epoch, members = self.epochs[name]
+            req = protocol.AlterSyncStateSetRequest(
+                broker_name=name,
+                master_broker_id=1,
+                master_epoch=master_epoch,
+                sync_state_set=[1] if len(members) > 1 else [1, 2, 3],
+                sync_state_set_epoch=sync_epoch,
+            )
+            try:
+                answer = await post(self.client, "/v1/alter-sync-state-set", req, address=self.address)
+            except ControllerError as exc:
+                unavailable = isinstance(exc, ControllerUnavailable) or exc.code == ResponseCode.CONTROLLER_NOT_LEADER
+                if unavailable or attempt == 2:
+                    self.epochs.pop(name, None)  # the outcome is unknown: read before the next write
+                    raise
+                self.refusals += 1
+                await self.read(name)
+                continue
+            self.epochs[name] = (master_epoch, int(answer["syncStateSetEpoch"]), tuple(answer["syncStateSet"]))
+            break
+        return time.perf_counter() - started
+
+
+def snapshot_pause(sets: int, *, rounds: int = 5) -> dict[str, Any]:
     """What a Raft snapshot of a state with `sets` broker sets (3 brokers each) costs pysyncobj's tick
-    thread, measured on the code the controller runs (`Snapshots.serialize`, fsync included): the
-    whole call, and the part that holds the state lock (the asyncio side's reads wait that long)."""
-    from brokergroup.controller import model
+    thread, measured on the code the controller runs, fsync included.
+
+    A thread stands in for the tick thread: it ticks every millisecond (sleep 1 ms, poll the
+    serializer) and starts a snapshot at its 20th tick, through pysyncobj's own `Serializer` with
+    `Snapshots.serialize` (everything on the tick thread: the controller before issue 19's
+    background snapshots) or through `raft_fixes.BackgroundSerializer` (the copy on the tick thread,
+    the rest in a thread), alternately. The stall is the longest gap between two ticks while the
+    snapshot is taken, less the 1 ms sleep; `idle_gap_ms` is the same without a snapshot (noise)."""
+    import pysyncobj.serializer
+
+    from brokergroup.controller import model, raft_fixes
     from brokergroup.controller.replicated import Snapshots, StateMachine
 
     machine = StateMachine(lambda _applied: None)
@@ -364,22 +619,79 @@ def snapshot_pause(sets: int) -> dict[str, Any]:
         )
         machine._set_versions[name] = 12
     snapshots = Snapshots(machine, journal=None)  # type: ignore[arg-type]
+    data: tuple[Any, ...] = (None, (b"", 2, 1), (b"", 1, 1), [])
+
+    def tick_loop(serializer: Any) -> dict[str, float]:
+        """Tick until the snapshot started at the 20th tick is reported done, then 20 ticks more."""
+        ticks: list[float] = []
+        started_at = finished_at = call_s = 0.0
+        done_tick: int | None = None
+        i = 0
+        while done_tick is None or i < done_tick + 20:
+            time.sleep(0.001)
+            ticks.append(time.perf_counter())
+            if serializer is not None and i == 20:
+                started_at = time.perf_counter()
+                serializer.serialize(data, 1)
+                call_s = time.perf_counter() - started_at
+            if serializer is not None and i >= 20 and done_tick is None:
+                status, _ = serializer.checkSerializing()
+                if status == pysyncobj.serializer.SERIALIZER_STATE.FAILED:
+                    raise RuntimeError("the snapshot failed")
+                if status == pysyncobj.serializer.SERIALIZER_STATE.SUCCESS:
+                    done_tick, finished_at = i, time.perf_counter()
+            if serializer is None and i == 60:
+                done_tick = i
+            i += 1
+        gaps = [b - a for a, b in itertools.pairwise(ticks[19:])]
+        return {
+            "stall_ms": max(0.0, max(gaps) - 0.001) * 1000,
+            "call_ms": call_s * 1000,
+            "done_ms": (finished_at - started_at) * 1000,
+        }
+
+    def on_a_thread(serializer: Any) -> dict[str, float]:
+        out: list[dict[str, float]] = []
+        thread = threading.Thread(target=lambda: out.append(tick_loop(serializer)), name="tick")
+        thread.start()
+        thread.join()
+        if not out:
+            raise RuntimeError("the tick loop failed")
+        return out[0]
+
     with tempfile.TemporaryDirectory(prefix="bg-bench-snap-") as tmp:
         target = str(Path(tmp) / "snapshot")
-        took, locked = [], []
-        for _ in range(5):
-            with machine.lock:  # what `_serialize` does under the lock: the copy into plain data
-                started = time.perf_counter()
-                machine._state.to_dict()
-                locked.append(time.perf_counter() - started)
+        runs: dict[str, list[dict[str, float]]] = {"idle": [], "tick_thread": [], "background": []}
+        locked = []
+        for _ in range(rounds):
             started = time.perf_counter()
-            snapshots.serialize(target, ((b"", 2, 1), (b"", 1, 1), []))
-            took.append(time.perf_counter() - started)
+            machine.capture()  # the part that holds the state lock now: the copy
+            locked.append(time.perf_counter() - started)
+            runs["idle"].append(on_a_thread(None))
+            plain = pysyncobj.serializer.Serializer(target, 1000, False, snapshots.serialize, None, None)
+            runs["tick_thread"].append(on_a_thread(plain))
+            runs["background"].append(on_a_thread(raft_fixes.BackgroundSerializer(target, 1000, snapshots, None)))
         size = Path(target).stat().st_size
+
+    def median(mode: str, key: str) -> float:
+        return round(statistics.median(r[key] for r in runs[mode]), 3)
+
     return {
-        "serialize_ms": round(statistics.median(took) * 1000, 3),
+        "serialize_ms": median("tick_thread", "call_ms"),
         "state_lock_ms": round(statistics.median(locked) * 1000, 3),
         "bytes": size,
+        "rounds": rounds,
+        "idle_gap_ms": median("idle", "stall_ms"),
+        "tick_stall_ms": {
+            "tick_thread": median("tick_thread", "stall_ms"),
+            "background": median("background", "stall_ms"),
+        },
+        "tick_stall_max_ms": {
+            "tick_thread": round(max(r["stall_ms"] for r in runs["tick_thread"]), 3),
+            "background": round(max(r["stall_ms"] for r in runs["background"]), 3),
+        },
+        "start_call_ms": median("background", "call_ms"),
+        "background_done_ms": median("background", "done_ms"),
     }
 
 
@@ -470,7 +782,8 @@ async def prepare_set(client: ControllerClient, name: str) -> None:
 
 
 async def alter_round(*, tree: Path | None, ops: int, sets: int, concurrency: int) -> dict[str, Any]:
-    """One A/B side: a fresh group (from `tree`, or this code), `ops` alter-sync-state-set commits."""
+    """One A/B side: a fresh group (from `tree`, or this code), `ops` alter-sync-state-set commits, each
+    with the epochs of the previous answer (`EpochWriter`), no read before it."""
     token = secrets.token_urlsafe(16)
     with tempfile.TemporaryDirectory(prefix="bg-bench-ab-") as tmp:
         args: dict[str, Any] = {"admin_token": token, "extra_args": ["--log-level", "WARNING"]}
@@ -482,22 +795,13 @@ async def alter_round(*, tree: Path | None, ops: int, sets: int, concurrency: in
                 await heartbeat_everywhere(client, group.api_addresses, set_names(sets))
                 await prepare_sets(client, set_names(sets), max(concurrency, PREPARE_CONCURRENCY))
 
-                async def alter(name: str, i: int) -> float:
-                    info = await client.call("GET", "/v1/replica-info", params={"brokerName": name})
-                    req = protocol.AlterSyncStateSetRequest(
-                        broker_name=name,
-                        master_broker_id=1,
-                        master_epoch=info["masterEpoch"],
-                        sync_state_set=[1, 2, 3] if i % 2 == 0 else [1],
-                        sync_state_set_epoch=info["syncStateSetEpoch"],
-                    )
-                    started = time.perf_counter()
-                    await post(client, "/v1/alter-sync-state-set", req)
-                    return time.perf_counter() - started
+                writer = EpochWriter(client)
+                await writer.learn(set_names(sets)[:ops])
 
                 cpu_before = cpu_seconds(group)
-                result = await owned_sets(set_names(sets), concurrency, ops, alter)
+                result = await owned_sets(set_names(sets), concurrency, ops, writer.alter)
                 result["cpu_ms_per_op"] = cpu_per_op(cpu_seconds(group) - cpu_before, result)
+                result["refusals"] = writer.refusals
             async with group.client(timeout=5.0) as client:
                 result["agreement"] = (await agreement(group, client)).to_dict()
             result["divergence_warnings"] = divergence_warnings(group)
@@ -581,9 +885,16 @@ async def leader_failovers(group: ControllerGroup, trials: int) -> dict[str, Any
     return summarize(times, sum(times))
 
 
-def raft_baseline(*, ops: int, concurrency: int) -> dict[str, Any]:
+def raft_baseline(*, ops: int, concurrency: int, durable: bool = False) -> dict[str, Any]:
     """The raw pysyncobj counter (`brokergroup.bench.raft_baseline`), with the CPU of its three
-    processes from the leader's "start" line to its result, per operation."""
+    processes from the leader's "start" line to its result, per operation. `durable`: each process
+    keeps its Raft log in the controller's durable journal (fsync per entry) in a temporary folder."""
+    with tempfile.TemporaryDirectory(prefix="bg-raft-baseline-") as tmp:
+        dirs = [str(Path(tmp) / f"n{i}") for i in range(3)] if durable else None
+        return _raft_baseline(ops=ops, concurrency=concurrency, dirs=dirs)
+
+
+def _raft_baseline(*, ops: int, concurrency: int, dirs: list[str] | None) -> dict[str, Any]:
     ports = free_ports(3)
     addrs = [f"127.0.0.1:{p}" for p in ports]
     password = secrets.token_urlsafe(16)
@@ -601,6 +912,7 @@ def raft_baseline(*, ops: int, concurrency: int) -> dict[str, Any]:
                     str(ops),
                     str(concurrency),
                     password,
+                    *([dirs[i]] if dirs else []),
                 ],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -662,13 +974,25 @@ async def bench(
     baseline_tree: Path | None = None,
     rounds: int = 3,
     ab_sets: int | None = None,
+    heartbeat_load_s: float = 0.0,
+    heartbeat_streams: int = 256,
 ) -> dict[str, Any]:
     counts = sets if isinstance(sets, list) else [sets]
     runs = []
     for count in counts:
-        runs.append(await bench_group(ops=ops, concurrency=concurrency, sets=count, failovers=failovers))
+        runs.append(
+            await bench_group(
+                ops=ops,
+                concurrency=concurrency,
+                sets=count,
+                failovers=failovers,
+                heartbeat_load_s=heartbeat_load_s,
+                heartbeat_streams=heartbeat_streams,
+            )
+        )
         print(json.dumps({"partial": runs[-1]}), file=sys.stderr, flush=True)  # a long run's results so far
     baseline = await asyncio.to_thread(raft_baseline, ops=ops, concurrency=concurrency)
+    durable_baseline = await asyncio.to_thread(raft_baseline, ops=ops, concurrency=concurrency, durable=True)
     extra: dict[str, Any] = {}
     if baseline_tree is not None:
         extra["ab"] = await ab_rounds(
@@ -681,13 +1005,20 @@ async def bench(
         "results": runs[0],
         "by_sets": runs,
         **extra,
-        "baseline": {"pysyncobj_replicated_counter": baseline},
-        "notes": "heartbeat is node-local (no Raft); alter/elect commit through Raft, one request at a time per "
-        "broker set, --concurrency sets busy at once whatever the number of sets; elect includes role-change "
-        "pushes to (absent) brokers; leader_failover is kill -9 of the leader until another node serves (its "
-        "barrier committed), default pysyncobj timeouts 0.4-1.4 s; cpu_ms_per_op is user + system CPU of the "
-        "three controller (or baseline) processes per operation; snapshot is Snapshots.serialize of a state "
-        "with that many sets, timed in the bench process",
+        "baseline": {
+            "pysyncobj_replicated_counter": baseline,
+            "pysyncobj_replicated_counter_durable_journal": durable_baseline,
+        },
+        "notes": "heartbeat and replica_info are node-local reads (no Raft); alter/elect commit through Raft, "
+        "one request at a time per broker set, --concurrency sets busy at once whatever the number of sets; "
+        "alter_sync_state_set sends the epochs of the previous answer (as a broker does), "
+        "replica_info_then_alter reads before every write (the op of runs before 2026-11-26's group commit), "
+        "elect reads first and includes role-change pushes to (absent) brokers; leader_failover is kill -9 of "
+        "the leader until another node serves (its barrier committed), default pysyncobj timeouts 0.4-1.4 s; "
+        "cpu_ms_per_op is user + system CPU of the three controller (or baseline) processes per operation; "
+        "snapshot: a Raft snapshot of a state with that many sets in the bench process, on pysyncobj's tick "
+        "thread as before issue 19 (tick_thread) or copied there and written by a thread (background, what "
+        "the controller does): tick_stall_ms is the longest pause of a 1 ms tick loop while it is taken",
     }
 
 
@@ -702,16 +1033,29 @@ def table(result: dict[str, Any]) -> str:
     for run in result.get("by_sets") or [result["results"]]:
         sets = run.get("sets", "")
         row(sets, "heartbeat", run["heartbeat"])
-        row(sets, "alter-sync-state-set", run["alter_sync_state_set"])
+        if "replica_info" in run:
+            row(sets, "replica-info (read alone)", run["replica_info"])
+        row(sets, "alter-sync-state-set (write alone, epochs of the last answer)", run["alter_sync_state_set"])
+        if "replica_info_then_alter" in run:
+            row(sets, "replica-info then alter (read before every write)", run["replica_info_then_alter"])
         row(sets, "elect-master", run["elect_master"])
         row(sets, "leader failover (kill -9)", run["leader_failover"])
         if "snapshot" in run:
             snap = run["snapshot"]
+            stall = snap.get("tick_stall_ms", {})
             rows.append(
-                f"| {sets} | Raft snapshot: tick thread {snap['serialize_ms']} ms, state lock "
-                f"{snap['state_lock_ms']} ms, {snap['bytes']} bytes | | | | | |"
+                f"| {sets} | Raft snapshot, {snap['bytes']} bytes: tick thread stalled "
+                f"{stall.get('tick_thread', snap['serialize_ms'])} ms on it, {stall.get('background', '—')} ms "
+                f"written in the background (done in {snap.get('background_done_ms', '—')} ms); "
+                f"state lock {snap['state_lock_ms']} ms | | | | | |"
             )
     row("—", "**baseline**: raw pysyncobj counter", result["baseline"]["pysyncobj_replicated_counter"])
+    if "pysyncobj_replicated_counter_durable_journal" in result["baseline"]:
+        row(
+            "—",
+            "**baseline**: the same counter, log in the controller's durable journal (fsync per entry)",
+            result["baseline"]["pysyncobj_replicated_counter_durable_journal"],
+        )
     ab = result.get("ab")
     if ab:
         rows.append(

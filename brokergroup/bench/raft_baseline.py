@@ -1,9 +1,12 @@
 """Baseline for `bench controller`: a raw pysyncobj replicated counter, 3 processes.
 
-Run as `python -m brokergroup.bench.raft_baseline <self> <other> <other> <ops> <concurrency>`.
+Run as `python -m brokergroup.bench.raft_baseline <self> <other> <other> <ops> <concurrency> <password> [<dir>]`.
 Every process joins the group; the one that becomes leader drives `ops` increments with
 `concurrency` in flight and prints one JSON line with the latency summary. Same pysyncobj
 settings as the controller (password, appendEntriesUseBatch=False), no HTTP, no JSON.
+
+With `<dir>`, the counter keeps its Raft log in the controller's durable journal there (every entry
+fsynced before it counts, as the controller's are): the same counter, with the controller's durability.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import json
 import sys
 import threading
 import time
+from pathlib import Path
 
 from pysyncobj import SyncObj, SyncObjConf
 from pysyncobj.batteries import ReplCounter
@@ -23,6 +27,12 @@ def main(argv: list[str]) -> int:
     me, others, ops, concurrency, password = argv[0], argv[1:3], int(argv[3]), int(argv[4]), argv[5]
     counter = ReplCounter()
     conf = SyncObjConf(password=password, appendEntriesUseBatch=False, commandsWaitLeader=False)
+    if len(argv) > 6:
+        from brokergroup.controller import raft_fixes
+        from brokergroup.controller.replicated import open_journal
+
+        raft_fixes.install()
+        conf.journalFile = open_journal(Path(argv[6]))
     node = SyncObj(me, others, conf, consumers=[counter])
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and node._getLeader() is None:

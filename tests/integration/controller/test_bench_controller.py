@@ -27,11 +27,20 @@ def test_bench_controller_checks_agreement_and_divergence(tmp_path: Path) -> Non
     for each in result["by_sets"]:
         assert each["agreement"]["agreed"], each["agreement"]
         assert each["alter_sync_state_set"]["ops"] == 40 and each["heartbeat"]["cpu_ms_per_op"] > 0
+        assert each["replica_info"]["ops"] == 40 and each["replica_info"]["cpu_ms_per_op"] >= 0  # 40 reads: ~1 tick
+        assert each["replica_info_then_alter"]["ops"] == 40 and each["alter_sync_state_set"]["refusals"] == 0
         assert each["snapshot"]["bytes"] > 0 and each["snapshot"]["serialize_ms"] > 0
+        assert set(each["snapshot"]["tick_stall_ms"]) == {"tick_thread", "background"}
     assert result["baseline"]["pysyncobj_replicated_counter"]["cpu_ms_per_op"] > 0
+    durable = result["baseline"]["pysyncobj_replicated_counter_durable_journal"]
+    assert durable["ops"] == 40 and durable["cpu_ms_per_op"] > 0, durable
     assert result["ab"]["sets"] == 2
     table = done.stdout[done.stdout.index("| sets | operation") :]
-    assert "| 3 | alter-sync-state-set | 40 |" in table and "**baseline**: raw pysyncobj counter" in table
+    assert "| 3 | alter-sync-state-set (write alone, epochs of the last answer) | 40 |" in table
+    assert "| 3 | replica-info (read alone) | 40 |" in table
+    assert "| 3 | replica-info then alter (read before every write) | 40 |" in table
+    assert "**baseline**: raw pysyncobj counter" in table
+    assert "**baseline**: the same counter, log in the controller's durable journal (fsync per entry) | 40 |" in table
     run = result["results"]
     assert run["agreement"]["agreed"], run["agreement"]
     assert {n["node_id"] for n in run["agreement"]["nodes"]} == {"n0", "n1", "n2"}
@@ -56,3 +65,45 @@ def test_bench_controller_refuses_bad_set_counts() -> None:
         done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
         assert done.returncode == 2
         assert f"--sets: '{value}'" in done.stderr and problem in done.stderr, done.stderr
+
+
+def test_bench_controller_snapshot_only_measures_the_tick_threads_pause(tmp_path: Path) -> None:
+    out = tmp_path / "snap.json"
+    command = [
+        *(sys.executable, "-m", "brokergroup.cli", "bench", "controller"),
+        *("--snapshot-only", "--sets", "8,2000", "--out", str(out)),  # docs/benchmarks.md, issue 19
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert [r["sets"] for r in result["snapshot"]] == [8, 2000]
+    small, large = result["snapshot"]
+    assert large["bytes"] > 20 * small["bytes"]
+    for each in (small, large):
+        assert each["tick_stall_ms"]["tick_thread"] >= 0 and each["tick_stall_ms"]["background"] >= 0
+        assert each["background_done_ms"] > 0 and each["start_call_ms"] > 0
+
+
+def test_bench_controller_heartbeat_load_holds_the_interval_and_times_a_failover(tmp_path: Path) -> None:
+    """Every broker heartbeats every node at the default 1 s interval from one generator process; the
+    master of the first set stops and another is elected within heartbeat timeout + expiry scan."""
+    out = tmp_path / "hb.json"
+    command = [
+        *(sys.executable, "-m", "brokergroup.cli", "bench", "controller"),
+        *("--ops", "20", "--concurrency", "2", "--sets", "4", "--failovers", "1"),
+        *("--heartbeat-load-s", "30", "--heartbeat-streams", "4", "--out", str(out)),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    load = json.loads(out.read_text())["by_sets"][0]["heartbeat_load"]
+    assert load["target_per_s"] == 4 * 3 * 3
+    assert load["generator"]["streams"] == 3 * 4 and load["generator"]["refusals"] == 0
+    assert load["generator"]["streams_closed_by_controller"] == 0
+    # every heartbeat sent was counted by a controller (the farewell round and set-up beats come on top)
+    assert load["received"] >= load["generator"]["sent"] > 0.8 * load["target_per_s"] * 30
+    assert load["controllers_cpu_s"] > 0
+    for scans in load["expiry_scan_lateness"].values():
+        assert scans["scans"] >= 4, scans
+    failover = load["failover"]
+    assert failover["from_last_heartbeat_s"] is not None, failover
+    assert 10.0 <= failover["from_last_heartbeat_s"] <= failover["bound_s"] + 10.0, failover

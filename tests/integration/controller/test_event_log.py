@@ -53,7 +53,7 @@ async def test_event_logs_agree_on_every_node_across_a_leader_restart(controller
         before_kill = max(r["index"] for r in raft_of(read_log(group, leader)))
 
         group.kill(leader)
-        new_leader = await group.leader(exclude={leader}, timeout=20)
+        new_leader = await group.leader(exclude={leader}, timeout=60)
         info = await client.replica_info(SET)
         shrunk = await client.alter_sync_state_set(
             protocol.AlterSyncStateSetRequest(

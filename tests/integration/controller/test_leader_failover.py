@@ -27,7 +27,7 @@ async def test_kill_leader_new_leader_serves_same_state(controller_group: Contro
 
         killed_at = time.monotonic()
         group.kill(leader)
-        new_leader = await group.leader(exclude={leader}, timeout=20)
+        new_leader = await group.leader(exclude={leader}, timeout=60)
         print(f"controller leader failover: {time.monotonic() - killed_at:.3f} s")
         assert new_leader != leader
 

@@ -57,5 +57,5 @@ async def test_a_resumed_follower_does_not_depose_the_leader(controller_group: C
 
 
 async def statuses_of(group: ControllerGroup, *, exclude: int) -> list[dict[str, object]]:
-    async with group.client(timeout=2.0) as client:
+    async with group.client(timeout=10.0) as client:
         return [await client.status(address=n.api) for i, n in enumerate(group.nodes) if i != exclude]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -243,6 +245,18 @@ def test_read_honours_the_limit_oldest_first() -> None:
     assert indexes_of(feed.read(3, limit=4)) == [4, 5, 6, 7]
 
 
+def test_a_page_never_ends_inside_an_entry() -> None:
+    """A group-commit entry holds records of several sets at one index; a reader continues after the
+    last index it got, so a page cut inside an entry would lose the entry's other records."""
+    feed = EventFeed()
+    feed.publish(4, [raft(4, position=0)])
+    feed.publish(5, [raft(5, position=p) for p in range(3)])
+    feed.publish(6, [raft(6, position=0)])
+    assert indexes_of(feed.read(3, limit=2)) == [4, 5, 5, 5]
+    assert indexes_of(feed.read(5, limit=2)) == [6]
+    assert indexes_of(feed.read(3, limit=1)) == [4]
+
+
 def test_batches_share_an_index_and_entries_without_events_advance_last_index() -> None:
     feed = EventFeed()
     feed.publish(4, [raft(4, position=0), raft(4, position=1)])
@@ -292,6 +306,53 @@ async def test_every_waiter_wakes_on_one_publish() -> None:
     feed.publish(1, [raft(1)])
     pages = await asyncio.wait_for(asyncio.gather(*waiters), 1.0)
     assert [indexes_of(p) for p in pages] == [[1], [1], [1]]
+
+
+async def test_publish_from_another_thread_wakes_the_loop_only_for_a_waiter() -> None:
+    """pysyncobj's thread publishes; the loop is woken (through `wake`) only while a reader waits."""
+    loop = asyncio.get_running_loop()
+    woken: list[object] = []
+
+    def wake(fn: Callable[[], None]) -> None:
+        woken.append(fn)
+        loop.call_soon_threadsafe(fn)
+
+    feed = EventFeed(wake=wake)
+    await asyncio.to_thread(feed.publish, 1, [raft(1)])
+    assert woken == [] and indexes_of(feed.read(0)) == [1]
+    waiter = asyncio.create_task(feed.wait(1, timeout=30.0))
+    await asyncio.sleep(0)  # the waiter blocks on the feed
+    assert not waiter.done()
+    await asyncio.to_thread(feed.publish, 2, [raft(2)])
+    page = await asyncio.wait_for(waiter, 5.0)
+    assert (indexes_of(page), len(woken)) == ([2], 1)
+    await asyncio.to_thread(feed.publish, 3, [raft(3)])  # the waiter is gone: no wake-up
+    assert len(woken) == 1
+
+
+async def test_a_reader_never_misses_a_publish_from_another_thread() -> None:
+    """Readers and a publishing thread race: every reader gets its next record well before its timeout."""
+    loop = asyncio.get_running_loop()
+    feed = EventFeed(wake=loop.call_soon_threadsafe)
+
+    async def reader(after: int) -> list[int]:
+        got: list[int] = []
+        while after < 200:
+            page = await feed.wait(after, timeout=30.0)
+            got += indexes_of(page)
+            after = page["events"][-1]["index"] if page["events"] else after
+        return got
+
+    def publisher() -> None:
+        for index in range(1, 201):
+            feed.publish(index, [raft(index)])
+            if index % 20 == 0:
+                time.sleep(0.001)
+
+    readers = [asyncio.create_task(reader(0)) for _ in range(4)]
+    await asyncio.to_thread(publisher)
+    pages = await asyncio.wait_for(asyncio.gather(*readers), 10.0)
+    assert all(p == list(range(1, 201)) for p in pages)
 
 
 async def test_wait_times_out_with_an_empty_page() -> None:

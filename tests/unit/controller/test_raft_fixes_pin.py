@@ -52,6 +52,18 @@ def test_the_hooks_we_override_are_where_we_expect_them() -> None:
     ser = source(pysyncobj.serializer.Serializer)
     assert "self.__serializer(tmpFile, data[1:])" in ser
     assert "return (None,) + self.__deserializer(self.__fileName)" in ser
+    # 5. snapshots off the tick thread: the class is looked up by name when a node is built, a non-zero
+    # pid keeps another snapshot from starting and keeps the file from being sent while it is replaced
+    assert "self.__serializer = Serializer(self.__conf.fullDumpFile," in init
+    assert "self.__pid = 0\n        self.__currentID = 0\n        self.__transmissions = {}" in ser
+    assert "def serialize(self, data, id):\n        if self.__pid != 0:\n            return" in ser
+    assert "def getTransmissionData(self, transmissionID):\n        if self.__pid != 0:\n            return None" in ser
+    compaction = source(SyncObj._SyncObj__tryLogCompaction)
+    assert "serializeState, serializeID = self.__serializer.checkSerializing()" in compaction
+    assert "self.__deleteEntriesTo(serializeID)" in compaction
+    assert "if serializeState != SERIALIZER_STATE.NOT_SERIALIZING:\n            return" in compaction
+    assert "lastAppliedEntries[1], lastAppliedEntries[0], cluster), lastAppliedEntries[0][1])" in compaction
+    assert "if self.__serializer.setTransmissionData(serialized):\n                    self.__loadDumpFile(" in received
 
 
 def test_a_fixed_node_uses_our_journal_and_has_the_attributes_we_read(tmp_path: Path) -> None:
@@ -86,5 +98,7 @@ def test_a_fixed_node_uses_our_journal_and_has_the_attributes_we_read(tmp_path: 
         assert len(journal) >= 2 and not journal.dirty, "the leader's no-op is synced"
     finally:
         node.destroy()
+    assert pysyncobj.syncobj.Serializer is raft_fixes._create_serializer
+    assert type(node._SyncObj__serializer) is pysyncobj.serializer.Serializer  # no custom serializer: pysyncobj's
     # a plain path still gets pysyncobj's own journal
     assert type(raft_fixes._create_journal(None)).__name__ == "MemoryJournal"

@@ -57,6 +57,7 @@ def applied(state: ControllerState, event: Event, *, position: int = 0, index: i
         unclean=unclean,
         batch_id=BATCH,
         position=position,
+        entry_position=position,
         ts_ms=1_700_000_000_123,
         term=3,
         index=index,
@@ -200,6 +201,7 @@ def test_raft_record_carries_position_batch_context_and_state_after() -> None:
         "node": None,
         "term": 3,
         "index": 7,
+        "position": 0,
         "source": "raft",
         "clusterName": CLUSTER,
         "brokerName": SET_A,
@@ -262,6 +264,7 @@ def test_event_id_does_not_depend_on_state_time_term_or_index() -> None:
             unclean=False,
             batch_id=BATCH,
             position=4,
+            entry_position=4,
             ts_ms=ts_ms,
             term=term,
             index=index,
@@ -270,6 +273,17 @@ def test_event_id_does_not_depend_on_state_time_term_or_index() -> None:
 
     one, two = build(ControllerState(), 1, 1, 1), build(led_state(), 2, 9, 99)
     assert one["eventId"] == two["eventId"] == records.event_id(BATCH, 4)
+
+
+@pytest.mark.parametrize("position", [0, 1, 9, 10, 63, 1000])
+def test_event_id_is_uuid5_of_the_batch_id_and_the_position(position: int) -> None:
+    """The ids of the event logs written before the faster computation: the audit deduplicates on them."""
+    for batch_id in (
+        BATCH,
+        OTHER_BATCH,
+        *(str(uuid.UUID(int=i * 0x0123456789ABCDEF0123456789ABCDEF)) for i in range(50)),
+    ):
+        assert records.event_id(batch_id, position) == str(uuid.uuid5(uuid.UUID(batch_id), str(position)))
 
 
 def test_event_id_rejects_a_batch_id_that_is_not_a_uuid() -> None:
