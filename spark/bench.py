@@ -1,14 +1,19 @@
 """`brokergroup bench audit`: the audit job on generated logs of 1M and 10M lines (`--lines 10k,1M,10M`).
 
-For each size the benchmark generates the logs (`generate`, not timed in the result), then in
-one SparkSession (`local[2]` by default):
+For each size the benchmark generates the logs (`generate`, not timed in the result), then
+starts a SparkSession (`local[2]` by default) as `brokergroup audit` would for that input (a small
+input's JVM runs the quick JIT only, `session.SMALL_INPUT_JAVA_OPTIONS`; several sizes run one child
+process each, so each gets its own JVM; `sessionStartSeconds` is that start-up) and in it:
 1. warms the JVM up with one untimed read of the files;
 2. baseline: a bare read-and-count of the same files with the same explicit schema, counting a
    parsed column so every line is really read (`count(eventId)`);
 3. a second reference, `fullParse`: every column of every line parsed and dropped (Spark's
    `noop` sink), the least any job that looks at all fields must do;
 4. the whole audit job (`job.run`: read, deduplicate, every table written as Parquet, the
-   summary, the HTML report; no cross-check).
+   summary, the HTML report; no cross-check), with the settings `brokergroup audit` uses for
+   that input size: `job.run` itself applies the small-input settings (`session.sized_for`), so
+   the 10k-line run measures what a user's `brokergroup audit` of 10k lines runs, while the
+   session's `--shuffle-partitions` apply to the larger inputs.
 
 Throughput is input lines per second (and unique events per second for the audit), next to the
 CPU seconds of the driver JVM (which runs the executors too) and of this Python process. The
@@ -30,6 +35,7 @@ import math
 import os
 import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +43,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyspark
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -79,21 +86,18 @@ def run(args: argparse.Namespace) -> int:
         return 2
     work = args.work or Path(tempfile.mkdtemp(prefix="brokergroup-bench-audit-"))
     work.mkdir(parents=True, exist_ok=True)
-    spark, created = session.build(
-        master=args.master, shuffle_partitions=args.shuffle_partitions, driver_memory=args.driver_memory
-    )
-    version = spark.version
     try:
-        results = [bench_size(spark, work / f"size-{n}", n) for n in sizes]
+        if len(sizes) == 1:
+            results = [bench_one(args, work / f"size-{sizes[0]}", sizes[0])]
+        else:
+            results = [bench_in_child(args, work, n) for n in sizes]
     finally:
-        if created:
-            spark.stop()
         if not args.keep and args.work is None:
             shutil.rmtree(work, ignore_errors=True)
     report = {
         "benchmark": "audit",
         "machine": machine() | {"loadAverage1m": round(os.getloadavg()[0], 2)},
-        "sparkVersion": version,
+        "sparkVersion": pyspark.__version__,
         "master": args.master,
         "driverMemory": args.driver_memory,
         "shufflePartitions": args.shuffle_partitions,
@@ -108,7 +112,30 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def bench_size(spark: SparkSession, folder: Path, lines: int) -> dict[str, Any]:
+def bench_in_child(args: argparse.Namespace, work: Path, lines: int) -> dict[str, Any]:
+    """One size in a child process (`brokergroup bench audit --lines N`), so that each size gets a JVM
+    of its own, started with the settings `brokergroup audit` would start it with for that input."""
+    out = work / f"size-{lines}.json"
+    command = [
+        sys.executable,
+        "-m",
+        "brokergroup.cli",
+        "bench",
+        "audit",
+        f"--lines={lines}",
+        f"--master={args.master}",
+        f"--driver-memory={args.driver_memory}",
+        f"--shuffle-partitions={args.shuffle_partitions}",
+        f"--work={work}",
+        f"--out={out}",
+    ]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    result: dict[str, Any] = json.loads(out.read_text())["sizes"][0]
+    return result
+
+
+def bench_one(args: argparse.Namespace, folder: Path, lines: int) -> dict[str, Any]:
+    """Generate the logs, then start a session as `brokergroup audit` would for their size and measure."""
     days = math.ceil(lines / (SETS * LINES_PER_SET_DAY) * 1.3 * 10) / 10
     config = generate.GenerateConfig(
         out=folder / "logs", sets=SETS, days=days, fault_rate=FAULT_RATE, seed=1, max_lines=lines
@@ -118,6 +145,34 @@ def bench_size(spark: SparkSession, folder: Path, lines: int) -> dict[str, Any]:
     generate_s = time.monotonic() - started
     files = extract.discover(folder / "logs")
     size_bytes = sum(p.stat().st_size for p in files)
+    started = time.monotonic()
+    spark, created = session.build(
+        master=args.master,
+        shuffle_partitions=args.shuffle_partitions,
+        driver_memory=args.driver_memory,
+        small_input=session.is_small(size_bytes),
+        class_data_sharing=True,
+    )
+    session_s = time.monotonic() - started
+    try:
+        return bench_size(spark, folder, generated, days, generate_s, files, size_bytes) | {
+            "sessionStartSeconds": round(session_s, 2),
+            "smallInput": session.is_small(size_bytes),
+        }
+    finally:
+        if created:
+            session.stop(spark)
+
+
+def bench_size(
+    spark: SparkSession,
+    folder: Path,
+    generated: generate.GenerateResult,
+    days: float,
+    generate_s: float,
+    files: list[Path],
+    size_bytes: int,
+) -> dict[str, Any]:
     pid = session.driver_pid(spark)
 
     def read_count() -> int:

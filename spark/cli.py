@@ -130,7 +130,12 @@ def add_bench_parser(kinds: Any) -> None:
     )
     p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     p.add_argument("--driver-memory", default="4g", help="driver JVM heap (default 4g)")
-    p.add_argument("--shuffle-partitions", type=int, default=8, help="spark.sql.shuffle.partitions (default 8)")
+    p.add_argument(
+        "--shuffle-partitions",
+        type=int,
+        default=8,
+        help="spark.sql.shuffle.partitions for inputs of 64 MiB or more (default 8; below, 1 as in brokergroup audit)",
+    )
     p.add_argument("--work", type=Path, help="folder for generated logs and outputs (default: a temporary one)")
     p.add_argument("--keep", action="store_true", help="keep the generated logs and outputs")
     p.add_argument("--out", type=Path, help="also write the JSON here")

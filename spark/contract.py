@@ -2,7 +2,9 @@
 
 `FIELDS` is the one table of the controller's event-log line (DESIGN §2.3,
 `controller/event.schema.json`, schemaVersion 1): every key in the order the controller writes
-them, its kind and whether it may be null. `schema` turns it into Spark's StructType and
+them, its kind and whether it may be null. `position` (an event's place in its Raft entry, since
+group commit) is missing from lines written before it: a missing key reads as null, and raft
+order falls back to eventId within an index, as it was then. `schema` turns it into Spark's StructType and
 `invariants` checks records against it; a unit test compares it with the JSON Schema.
 """
 
@@ -19,6 +21,7 @@ FIELDS: dict[str, tuple[str, bool]] = {
     "node": ("string", False),
     "term": ("long", False),
     "index": ("long", True),
+    "position": ("int", True),
     "source": ("string", False),
     "clusterName": ("string", True),
     "brokerName": ("string", True),

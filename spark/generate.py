@@ -154,6 +154,7 @@ def record(e: SetEvent, *, event_id: str, ts: int, term: int, index: int | None)
         "node": NODE_MARK,
         "term": term,
         "index": index,
+        "position": None if index is None else 0,
         "source": e.source,
         "clusterName": e.cluster_name,
         "brokerName": e.broker_name,

@@ -89,8 +89,11 @@ def dedupe(records: Iterable[Record]) -> tuple[list[Record], LineStats]:
     return events, LineStats(lines, len(events), duplicates, invalid, conflicting)
 
 
-def raft_key(e: Record) -> tuple[int, int, str]:
-    return (e["term"], e["index"], e["eventId"])
+def raft_key(e: Record) -> tuple[int, int, int, str]:
+    """(term, index, position, eventId): a record without a position (written before group commit,
+    one batch per entry) sorts first in its index, then by eventId as it did."""
+    position = e.get("position")
+    return (e["term"], e["index"], -1 if position is None else position, e["eventId"])
 
 
 def local_key(e: Record) -> tuple[int, str]:
@@ -98,7 +101,7 @@ def local_key(e: Record) -> tuple[int, str]:
 
 
 def set_raft(events: Iterable[Record]) -> dict[str, list[Record]]:
-    """Raft events per broker set, in (term, index, eventId) order."""
+    """Raft events per broker set, in (term, index, position, eventId) order."""
     sets: dict[str, list[Record]] = defaultdict(list)
     for e in events:
         if e["source"] == "raft" and e["brokerName"] is not None:

@@ -85,7 +85,8 @@ def run(
     spark: SparkSession, settings: JobSettings, files: list[Path] | None, console: Console | None = None
 ) -> AuditResult:
     started = time.monotonic()
-    with explain.tracked(spark.sparkContext) as group:
+    size = None if files is None else sum(p.stat().st_size for p in files)
+    with session.sized_for(spark, size), explain.tracked(spark.sparkContext) as group:
         summary, code = audit(spark, settings, files, console)
     stats = explain.RunStats.of(spark.sparkContext, group) if settings.explain else None
     if stats is not None:
@@ -199,8 +200,10 @@ def execute(
     except extract.AuditInputError as exc:
         print(f"brokergroup audit: {exc}", file=sys.stderr)
         return BAD_INPUT, None
-    small = files is not None and sum(p.stat().st_size for p in files) < session.SMALL_INPUT_BYTES
-    spark, created = session.build(master=master, driver_memory=driver_memory, small_input=small)
+    size = None if files is None else sum(p.stat().st_size for p in files)
+    spark, created = session.build(
+        master=master, driver_memory=driver_memory, small_input=session.is_small(size), class_data_sharing=True
+    )
     try:
         result = run(spark, settings, files, console)
     except extract.AuditInputError as exc:
@@ -208,7 +211,7 @@ def execute(
         return BAD_INPUT, None
     finally:
         if created:
-            spark.stop()
+            session.stop(spark)
     return result.exit_code, result.summary
 
 

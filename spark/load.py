@@ -6,7 +6,7 @@
 
 Each table is cached as it is written, so the derived tables, the summary and the report use
 the rows just computed instead of reading the Parquet back or computing them again. The summary
-is one query (`summary_row`): one single-row aggregate per table, joined.
+is one query (`summary_parts`): one single-row aggregate per table, as JSON, in one union.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable
+from functools import reduce
 from pathlib import Path
 from typing import Any
 
@@ -58,19 +59,8 @@ def first(df: DataFrame) -> dict[str, Any]:
 
 
 def summary_values(tables: dict[str, DataFrame]) -> dict[str, Any]:
-    """`summary_row` collected, as plain Python values (dates as ISO strings)."""
-    row = summary_row(tables).first()
-    assert row is not None
-    values: dict[str, Any] = deep_plain(row.asDict(recursive=True))
-    return values
-
-
-def deep_plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: deep_plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [deep_plain(v) for v in value]
-    return value.isoformat() if isinstance(value, dt.date) else value
+    """`summary_parts` collected: part name -> its values as plain Python (dates as ISO strings)."""
+    return {row["part"]: json.loads(row["value"]) for row in summary_parts(tables).collect()}
 
 
 def summarize(
@@ -109,8 +99,10 @@ def summarize(
     }
 
 
-def summary_row(tables: dict[str, DataFrame]) -> DataFrame:
-    """One row, one struct column per part of the summary: every table's aggregates in one query."""
+def summary_parts(tables: dict[str, DataFrame]) -> DataFrame:
+    """One row per part of the summary, (`part`, `value`: its aggregates as a JSON object): every
+    table's aggregates in one query and one Spark job. A union, not a join of one-row results: a
+    cross join would broadcast each part (a job each)."""
     t = tables
     gap = F.col("leaderlessMs")
     flapping = F.struct((-F.col("maxInWindow")).alias("order"), "brokerName", "brokerId", "maxInWindow", "transitions")
@@ -160,12 +152,15 @@ def summary_row(tables: dict[str, DataFrame]) -> DataFrame:
         "findings": t["findings"].agg(*counts("kind", tuple(contract.FINDING_KINDS))),
         "electionsByDay": daily.agg(F.sort_array(F.collect_list(F.struct("day", "electionResult", "n"))).alias("rows")),
     }
-    joined = None
-    for name, df in parts.items():
-        one = df.select(F.struct(*df.columns).alias(name))
-        joined = one if joined is None else joined.crossJoin(one)
-    assert joined is not None
-    return joined
+    as_json = [
+        df.select(F.lit(name).alias("part"), F.to_json(F.struct(*df.columns), JSON_OPTIONS).alias("value"))
+        for name, df in parts.items()
+    ]
+    return reduce(DataFrame.unionAll, as_json)
+
+
+JSON_OPTIONS = {"ignoreNullFields": "false"}
+"""A null aggregate (no rows) stays in the JSON as null, as the summary's fields expect."""
 
 
 def counts(column: str, values: tuple[str, ...]) -> list[Column]:

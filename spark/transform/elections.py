@@ -120,7 +120,7 @@ def split_brain(segmented: DataFrame) -> DataFrame:
     """One finding per (set, segment, masterEpoch) with more than one master, at the first record
     that names a master other than the epoch's first one. One aggregation: the epoch's records
     with a master, as a list, searched with array functions."""
-    record = F.struct("term", "index", "eventId", "ts", "masterBrokerId")
+    record = F.struct("term", "index", "position", "eventId", "ts", "masterBrokerId")
     epochs = (
         segmented.where(F.col("masterBrokerId").isNotNull())
         .groupBy("brokerName", "segment", "masterEpoch")

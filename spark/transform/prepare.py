@@ -16,8 +16,10 @@ computes the group's columns:
 
 The result is flat (the format's columns, not a nested struct), so the job caches it cheaply.
 
-Raft events are ordered by (term, index, eventId); a batch carries one event, so eventId only
-breaks ties that should not exist. Local events are ordered by (ts, eventId).
+Raft events are ordered by (term, index, position, eventId): one Raft entry may carry batches of
+several broker sets (group commit), and `position` is the event's place in its entry. Lines
+written before group commit have no position (null, first): an entry held one batch then, and
+eventId breaks the tie as it did. Local events are ordered by (ts, eventId).
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ def set_raft(events: DataFrame) -> DataFrame:
 
 
 def raft_order(*partition: str) -> WindowSpec:
-    return Window.partitionBy(*partition).orderBy("term", "index", "eventId")
+    return Window.partitionBy(*partition).orderBy("term", "index", F.col("position").asc_nulls_first(), "eventId")
 
 
 def local_order(*partition: str) -> WindowSpec:
@@ -116,7 +118,9 @@ def local_order(*partition: str) -> WindowSpec:
 def timeline_order(*partition: str) -> WindowSpec:
     """Raft and local events of a set together: by wall-clock time, a local observation before
     a raft event of the same millisecond (the leader logs a loss before the election it causes)."""
-    return Window.partitionBy(*partition).orderBy("ts", "term", F.col("index").asc_nulls_first(), F.col("eventId"))
+    return Window.partitionBy(*partition).orderBy(
+        "ts", "term", F.col("index").asc_nulls_first(), F.col("position").asc_nulls_first(), F.col("eventId")
+    )
 
 
 def raft_timeline(events: DataFrame) -> DataFrame:

@@ -72,7 +72,7 @@ def risk_windows(timeline: DataFrame, horizon: DataFrame, *, min_in_sync_replica
         .withColumn("starts", F.col("risk") & ~F.col("wasRisk"))
         .withColumn("island", F.sum(F.col("starts").cast("int")).over(w.rowsBetween(Window.unboundedPreceding, 0)))
     )
-    start = F.struct("ts", "term", "index", "masterBrokerId")
+    start = F.struct("ts", "term", "index", "position", "masterBrokerId")
     islands = (
         flagged.where(F.col("risk") | F.col("wasRisk"))
         .groupBy("brokerName", "island")

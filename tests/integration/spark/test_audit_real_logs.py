@@ -34,7 +34,7 @@ async def test_audit_sees_the_controller_failover_and_the_broker_failover(
     old_leader = await group.leader()
     await setup_set(group, brokers, SET, timeout_ms=60_000)
     group.kill(old_leader)
-    new_leader = await group.leader(exclude={old_leader}, timeout=20)
+    new_leader = await group.leader(exclude={old_leader}, timeout=60)
     async with group.client() as client:
         killed_at = time.monotonic()
         brokers.kill(1)

@@ -7,8 +7,9 @@ explicit: `at(ms)` sets the clock to T0 + ms, and every record takes the current
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -31,6 +32,8 @@ class Scenario:
         self.records: list[Record] = []
         self.sets: dict[str, Record] = {}
         self._ids = 0
+        self._position: int | None = None
+        """Inside `entry()`: the next record's place in the shared Raft entry (group commit)."""
 
     # -- plumbing ---------------------------------------------------------------------------------
     def at(self, ms: int) -> Scenario:
@@ -79,7 +82,11 @@ class Scenario:
         self, name: str, kind: str, broker_id: int | None = None, *, nodes: tuple[str, ...] | None = None, **extra: Any
     ) -> Record:
         record = self._base(name, kind, "raft", broker_id) | {"index": self.index} | extra
-        self.index += 1
+        if self._position is None:  # a line as written before group commit: no position key
+            self.index += 1
+        else:
+            record = {**record, "position": self._position}
+            self._position += 1
         for node in nodes or self.nodes:
             self.records.append(record | {"node": node})
         return record
@@ -88,6 +95,17 @@ class Scenario:
         record = self._base(name, kind, "local", broker_id) | {"node": self.leader} | extra
         self.records.append(record)
         return record
+
+    @contextlib.contextmanager
+    def entry(self) -> Iterator[None]:
+        """The raft records made inside share one Raft entry (one index) and carry their `position`
+        in it, as the controller writes them since group commit."""
+        self._position = 0
+        try:
+            yield
+        finally:
+            self._position = None
+            self.index += 1
 
     # -- what happens -------------------------------------------------------------------------------
     def register(self, name: str, ids: tuple[int, ...] = (1, 2, 3)) -> None:
