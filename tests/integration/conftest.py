@@ -32,8 +32,10 @@ def controller_group(tmp_path: Path) -> Iterator[ControllerGroup]:
         yield group
 
 
-async def eventually(what: str, check: Callable[[], Awaitable[bool]], *, timeout: float = 20.0) -> float:
-    """Poll `check` until it is true; return how long it took, or fail after `timeout` seconds."""
+async def eventually(what: str, check: Callable[[], Awaitable[bool]], *, timeout: float = 30.0) -> float:
+    """Poll `check` until it is true; return how long it took, or fail after `timeout` seconds. The default is
+    sized for what most callers wait for (a Raft election, a broker election, replicas catching up) on a loaded
+    2-core CI machine; it only costs time when the test fails."""
     started = time.monotonic()
     last_error: Exception | None = None
     while time.monotonic() - started < timeout:

@@ -14,7 +14,7 @@ from tests.e2e import helmchart
 from tests.e2e.helmchart import CHART, InCluster
 from tests.e2e.kubeenv import ControlPlane, Kubectl, eventually
 from tests.e2e.operator.conftest import UNREACHABLE_CONTROLLER, OperatorProcess
-from tests.e2e.operator.helpers import apply, get, manifest, observed
+from tests.e2e.operator.helpers import apply, get, manifest, observed, wait_granted
 
 # Every kind the chart can create, namespaced or not, and what the cluster makes from them.
 NAMESPACED_KINDS = [
@@ -190,6 +190,9 @@ def test_namespaced_scope_operator_runs_with_only_its_roles(
         login = helmchart.service_account_login(control_plane, home, f"{release}-brokergroup", tmp_path / "sa")
         # Every pod the operator's StatefulSets make must pass the "restricted" Pod Security Standard.
         control_plane.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
+        # The release's Role and RoleBinding count once the authorizer's cache has them, a moment after helm
+        # returned: a refusal before that would be counted below as the chart's.
+        wait_granted(control_plane, login.user, "watch", "brokergroups.brokergroup.io", namespace)
         mark = control_plane.mark()
         operator = OperatorProcess(login, namespace, tmp_path, UNREACHABLE_CONTROLLER)
         operator.start()

@@ -12,7 +12,7 @@ from kubernetes.dynamic.exceptions import NotFoundError
 from brokergroup.controller import protocol
 from brokergroup.controller.client import ControllerClient
 from brokergroup.local.controllers import ControllerGroup
-from tests.e2e.kubeenv import ControlPlane
+from tests.e2e.kubeenv import ControlPlane, eventually
 
 API_VERSION = "brokergroup.io/v1alpha1"
 ROLE = "brokergroup.io/role"
@@ -72,6 +72,23 @@ def roles(dyn: DynamicClient, namespace: str, broker_set: str) -> dict[str, str 
     pods = dyn.resources.get(api_version="v1", kind="Pod")
     found = pods.get(namespace=namespace, label_selector=f"{SET}={broker_set}")
     return {p.metadata.name: (p.metadata.labels or {}).get(ROLE) for p in found.items}
+
+
+def wait_granted(
+    control_plane: ControlPlane, user: str, verb: str, resource: str, namespace: str, subresource: str | None = None
+) -> None:
+    """Wait until the API server lets `user` do `verb` on `resource` in `namespace`. RBAC takes effect once the
+    authorizer's cache (a watch) has the new Role and binding, a moment after `kubectl apply` returned:
+    `kubectl auth can-i --as` asks that same authorizer."""
+    argv = ["auth", "can-i", verb, resource, "-n", namespace, f"--as={user}"]
+    if subresource is not None:
+        argv.append(f"--subresource={subresource}")
+    eventually(
+        f"RBAC lets {user} {verb} {resource}{'/' + subresource if subresource else ''}",
+        lambda: control_plane.kubectl(*argv, check=False).stdout.strip() == "yes",
+        timeout=30,
+        interval=0.5,
+    )
 
 
 def manifest(name: str, spec: dict[str, Any]) -> str:

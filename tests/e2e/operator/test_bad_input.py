@@ -32,7 +32,7 @@ def test_an_incomplete_auth_secret_is_reported_never_regenerated_and_blocks_the_
     )
     assert "adminToken" in ready["message"]
     assert brokergroup(dyn, namespace, name)["status"]["phase"] == "Failed"
-    assert "InvalidSecret" in event_reasons(dyn, namespace, name)
+    eventually("an InvalidSecret Event", lambda: "InvalidSecret" in event_reasons(dyn, namespace, name))
     assert get(dyn, "apps/v1", "StatefulSet", namespace, f"{name}-controller") is None
     secret = get(dyn, "v1", "Secret", namespace, f"{name}-controller-auth")
     assert secret is not None and set(secret["data"]) == {"raftPassword"}, "the operator rewrote the Secret"
@@ -113,7 +113,8 @@ def test_a_pause_annotation_that_is_not_true_or_false_keeps_the_group_paused_and
         timeout=30,
     )
     assert outcome["request"] == "other-broker-0-1" and outcome["reason"] == "UnknownPod", outcome
-    assert "ElectMasterRefused" in event_reasons(dyn, namespace, name)
+    # The operator writes the status, then posts the Event: poll for it rather than read it once.
+    eventually("an ElectMasterRefused Event", lambda: "ElectMasterRefused" in event_reasons(dyn, namespace, name))
     # The refusal is its own Warning Event, not a "ChildrenApplied ... Refused" that reads like success.
     found = dyn.resources.get(api_version="events.k8s.io/v1", kind="Event").get(namespace=namespace).to_dict()
     applied = [e.get("note") or "" for e in found["items"] if e["reason"] == "ChildrenApplied"]

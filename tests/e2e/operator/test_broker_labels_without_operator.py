@@ -39,7 +39,16 @@ from tests.e2e import helmchart
 from tests.e2e.helmchart import InCluster
 from tests.e2e.kubeenv import ControlPlane, eventually
 from tests.e2e.operator.conftest import StartOperator
-from tests.e2e.operator.convergence import Phase, Record, came_back, elections, judge, recording, restarted_as_master
+from tests.e2e.operator.convergence import (
+    Phase,
+    Record,
+    came_back,
+    elections,
+    judge,
+    recording,
+    restarted_as_master,
+    service_caught_up,
+)
 from tests.e2e.operator.helpers import apply, get, manifest
 
 BG = "alone"
@@ -145,6 +154,12 @@ def failover(name: str, brokers: PodBrokers, controllers: ControllerGroup, recor
 
     eventually(f"{name}: a new master elected", elected, timeout=60)
     eventually(f"{name}: {killed} back and Ready", lambda: came_back(record, killed, killed_at), timeout=60)
+    eventually(
+        f"{name}: the watch saw the master Service select the new master",
+        lambda: service_caught_up(record, elections(controllers.api_addresses, STS, brokers.pod_of), killed_at),
+        timeout=60,
+        interval=0.5,
+    )
     history = elections(controllers.api_addresses, STS, brokers.pod_of)
     stale = restarted_as_master(record, history, killed, killed_at)
     assert stale == [], f"{name}: {killed} was Ready with role=master while not the master: {stale[:3]}"

@@ -73,8 +73,14 @@ def test_the_broker_identity_may_patch_its_groups_broker_pods_and_nothing_else(
     )
     assert sts["spec"]["template"]["spec"]["serviceAccountName"] == f"{BG}-broker"
 
+    # RBAC takes effect once the API server's authorizer cache (a watch) has the Role and the RoleBinding, a
+    # moment after they exist: ask until it answers yes, then ask for everything else.
     for pod in (f"{BG}-broker-0-0", f"{BG}-broker-0-1", f"{BG}-broker-1-0", f"{BG}-broker-1-1"):
-        assert allowed(kube_api, namespace, verb="patch", resource="pods", name=pod), pod
+        eventually(
+            f"{pod} may patch itself",
+            lambda pod=pod: allowed(kube_api, namespace, verb="patch", resource="pods", name=pod),
+            timeout=30,
+        )
 
     refused = [
         {"verb": "patch", "resource": "pods", "name": f"{BG}-controller-0"},

@@ -77,7 +77,7 @@ def test_bad_elect_master_values_are_refused_recorded_and_change_nothing(
     eventually(
         "three refusals as Events",
         lambda: event_reasons(dyn, namespace, bg).count("ElectMasterRefused") == 3,
-        timeout=15,
+        timeout=30,
     )
     assert event_reasons(dyn, namespace, bg).count("ElectMasterRefused") == 3
     assert master_id(controllers, sts) == ids[0]

@@ -275,12 +275,25 @@ def test_labels_and_master_services_follow_elections_failover_and_a_master_last_
     address = f"{master_service_ip(dyn, namespace, sts)}:10911"
     before = [f"before-{i}".encode() for i in range(20)]
     asyncio.run(produce(address, sts, before))
-    target = next(p for p in set_status(dyn, namespace, BG, sts)["syncStateSet"] if p != masters[sts])
+    # The slaves join the sync-state-set once they caught up, which Ready does not wait for: poll for one.
+    target = eventually(
+        "another replica in the sync-state-set",
+        lambda: next(
+            (p for p in set_status(dyn, namespace, BG, sts).get("syncStateSet") or [] if p != masters[sts]), None
+        ),
+        timeout=120,
+    )
     control_plane.kubectl("annotate", "-n", namespace, "bg", BG, f"brokergroup.io/elect-master={target}")
     asked = time.monotonic()
     eventually("label moved to the target", lambda: converged(dyn, namespace, sts) == target, timeout=60)
     print(f"forced election: label on {target} {time.monotonic() - asked:.2f} s after the annotation")
-    record = set_status(dyn, namespace, BG, sts)["lastElection"]
+    # The follower moves masterPod and the labels from the controller's feed; the reconcile that asked for the
+    # election writes lastElection in its own status write, which may come after: poll for it.
+    record = eventually(
+        "lastElection records the forced election",
+        lambda: (r := set_status(dyn, namespace, BG, sts).get("lastElection") or {}).get("target") == target and r,
+        timeout=30,
+    )
     assert record["target"] == target and record["result"] == "Elected", record
     assert record["masterEpoch"] == set_status(dyn, namespace, BG, sts)["masterEpoch"]
     annotations = brokergroup(dyn, namespace, BG)["metadata"].get("annotations") or {}
@@ -340,7 +353,7 @@ def test_labels_and_master_services_follow_elections_failover_and_a_master_last_
     eventually("a MasterElected Event", lambda: "MasterElected" in event_reasons(dyn, namespace, BG))
 
     # -- master-last rolling update ------------------------------------------------------------------
-    masters = {s: converged(dyn, namespace, s) for s in SETS}
+    masters = {s: eventually(f"{s} converged", lambda s=s: converged(dyn, namespace, s), timeout=60) for s in SETS}
     before = {
         s: ((get(dyn, "apps/v1", "StatefulSet", namespace, s) or {}).get("status") or {}).get("updateRevision")
         for s in SETS
@@ -379,10 +392,16 @@ def test_labels_and_master_services_follow_elections_failover_and_a_master_last_
         raise
     wall = time.monotonic() - rolled
     print(f"master-last roll of 2 sets x 3 replicas, resync {CHART_RESYNC_SECONDS:g} s: {wall:.1f} s")
-    reasons = event_reasons(dyn, namespace, BG)
+    # Events are posted after the status write of the cycle that made them: poll rather than read once.
+    reasons = eventually(
+        "an ElectedForRollout Event per set",
+        lambda: (r := event_reasons(dyn, namespace, BG)).count("ElectedForRollout") >= 2 and r,
+    )
     assert reasons.count("ElectedForRollout") >= 2, reasons
     for s in SETS:
-        assert converged(dyn, namespace, s) not in (None, masters[s]), f"{s}: the master did not hand over"
+        # Status (masterPod) and the labels are written one after the other: wait until they agree on one pod.
+        now = eventually(f"{s}: status and labels agree", lambda s=s: converged(dyn, namespace, s), timeout=60)
+        assert now not in (None, masters[s]), f"{s}: the master did not hand over"
         steps = eventually(
             f"{s}: the watch saw 3 pods rolled", lambda s=s: len(r := rolls(label_log, s, rolled, masters)) == 3 and r
         )

@@ -25,7 +25,16 @@ from brokergroup.local.controllers import ControllerGroup
 from tests.e2e.kubeenv import ControlPlane, eventually
 from tests.e2e.kubelet import Kubelet
 from tests.e2e.operator.conftest import ADMIN_TOKEN, ControlledGroup, StartOperator
-from tests.e2e.operator.helpers import apply, brokergroup, condition, manifest, master_id, roles
+from tests.e2e.operator.helpers import (
+    apply,
+    brokergroup,
+    condition,
+    manifest,
+    master_id,
+    roles,
+    set_status,
+    wait_granted,
+)
 from tests.needs import missing
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -147,6 +156,16 @@ def test_documented_commands_bad_input_and_rbac(
     eventually(
         "the operator labels the master", lambda: roles(dyn, namespace, SET).get(f"{SET}-0") == "master", timeout=60
     )
+    # `status` shows the BrokerGroup's status, which the operator writes after the labels, and the controller's
+    # feed may bring the election and the sync-state-set of three in separate cycles: wait for both there too.
+    eventually(
+        "status names the master and three replicas in sync",
+        lambda: (
+            (e := set_status(dyn, namespace, BG, SET)).get("masterPod") == f"{SET}-0"
+            and len(e.get("syncStateSet") or []) == 3
+        ),
+        timeout=60,
+    )
     admin = Plugin(control_plane, control_plane.admin_kubeconfig, namespace, tmp_path)
 
     # README's line and docs/operator.md's block, literally and in order.
@@ -195,6 +214,7 @@ def test_documented_commands_bad_input_and_rbac(
     user = "viewer@example.com"
     for doc in viewer_role(namespace, "bg-viewer", user, ["get", "list"]):
         apply(control_plane, namespace, doc)
+    wait_granted(control_plane, user, "get", "brokergroups.brokergroup.io", namespace)  # the Role is in force
     viewer = Plugin(control_plane, control_plane.user_kubeconfig(user), namespace, tmp_path)
     can = control_plane.kubectl(
         "auth", "can-i", "get", "secrets", "-n", namespace, kubeconfig=viewer.kubeconfig, check=False
@@ -217,7 +237,11 @@ def test_documented_commands_bad_input_and_rbac(
     assert "service bg-broker-0-master selects bg-broker-0-1: switchover done" in steps[-1], out
     assert master_id(controllers, SET) == ids[1]
     assert roles(dyn, namespace, SET)[f"{SET}-1"] == "master"
-    assert f"master {SET}-1" in admin.ok(status_line)
+    # The switchover is done once the label moved; the operator's follower writes status.masterPod (which
+    # `status` shows) just after it relabels: poll for it rather than read it once.
+    eventually(
+        "status shows the new master", lambda: f"master {SET}-1" in admin.ok(status_line), timeout=60, interval=1
+    )
 
     # Pause and resume, as the condition shows; a switchover while paused is refused.
     assert "paused" in admin.ok(pause_line)
@@ -348,6 +372,7 @@ def test_fence_restart_unfence_on_running_pods(
     user = "viewer@example.com"
     for doc in viewer_role(namespace, "bg-viewer", user, ["get", "list", "patch"]):
         apply(control_plane, namespace, doc)
+    wait_granted(control_plane, user, "get", "brokergroups.brokergroup.io", namespace)  # the Role is in force
     viewer = Plugin(control_plane, control_plane.user_kubeconfig(user), namespace, tmp_path)
     viewer.refused(
         f"kubectl brokergroup fence bg {SET}-1", "cannot read secret", "bg-controller-auth", "forbidden (RBAC)"

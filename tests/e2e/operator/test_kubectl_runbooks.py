@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -21,7 +22,16 @@ from brokergroup.broker.client import Consumer, MasterFinder, ProduceError, Prod
 from tests.e2e.kubeenv import ControlPlane, eventually
 from tests.e2e.kubelet import Kubelet
 from tests.e2e.operator.conftest import StartOperator
-from tests.e2e.operator.helpers import apply, brokergroup, condition, event_reasons, get, manifest, roles
+from tests.e2e.operator.helpers import (
+    apply,
+    brokergroup,
+    condition,
+    event_reasons,
+    get,
+    manifest,
+    roles,
+    wait_granted,
+)
 from tests.e2e.operator.test_kubectl_plugin import BG, SET, Plugin, viewer_role
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -160,6 +170,7 @@ def test_remove_a_broker_set_runbook(
     user = "viewer@example.com"
     for doc in viewer_role(namespace, "bg-viewer", user, ["get", "list", "patch"]):
         apply(control_plane, namespace, doc)
+    wait_granted(control_plane, user, "get", "brokergroups.brokergroup.io", namespace)  # the Role is in force
     viewer = Plugin(control_plane, control_plane.user_kubeconfig(user), namespace, tmp_path)
     viewer.refused("kubectl brokergroup remove-set bg", "cannot read secret", "bg-controller-auth", "forbidden (RBAC)")
     control_plane.kubectl("annotate", "-n", namespace, "bg", BG, f"brokergroup.io/release-set={BG}-broker-0")
@@ -189,12 +200,20 @@ def test_remove_a_broker_set_runbook(
     assert f"{last} removed; its PersistentVolumeClaims are kept: data-{last}-0" in out, out
     assert f'persistentvolumeclaim "data-{last}-0" deleted' in out, out
     assert get(dyn, "apps/v1", "StatefulSet", namespace, last) is None
-    assert get(dyn, "v1", "Service", namespace, f"{last}-master") is None
     assert get(dyn, "v1", "PersistentVolumeClaim", namespace, f"data-{last}-0") is None
-    bg = brokergroup(dyn, namespace, BG)
+    # The command returns once the StatefulSet is gone; the operator's same cycle deletes the set's other
+    # children one by one and then writes the status: poll for those rather than read them once.
+    eventually(f"{last}-master pruned", lambda: get(dyn, "v1", "Service", namespace, f"{last}-master") is None)
+
+    def one_set_in_status() -> dict[str, Any] | None:
+        now = brokergroup(dyn, namespace, BG)
+        listed = [e["name"] for e in (now.get("status") or {}).get("brokerSets") or []]
+        return now if listed == [f"{BG}-broker-0"] else None
+
+    bg = eventually("the status lists one set", one_set_in_status)
     assert bg["spec"]["brokers"]["sets"] == 1 and bg["status"]["setsHoldingData"] == 1
     assert [e["name"] for e in bg["status"]["brokerSets"]] == [f"{BG}-broker-0"]
-    assert "SetReleased" in event_reasons(dyn, namespace, BG)
+    eventually("a SetReleased Event", lambda: "SetReleased" in event_reasons(dyn, namespace, BG))
     eventually(
         "Ready with one set", lambda: condition(dyn, namespace, BG, "Ready").get("status") == "True", timeout=120
     )

@@ -148,7 +148,7 @@ def test_a_supervised_roll_waits_before_the_master_and_goes_on_when_approved(
         timeout=120,
     )
     assert set_status(dyn, namespace, BG, STS)["masterPod"] == new_master, "the master changed again"
-    assert "ElectedForRollout" in event_reasons(dyn, namespace, BG)
+    eventually("an ElectedForRollout Event", lambda: "ElectedForRollout" in event_reasons(dyn, namespace, BG))
     annotations = (get(dyn, "brokergroup.io/v1alpha1", "BrokerGroup", namespace, BG) or {})["metadata"].get(
         "annotations"
     ) or {}

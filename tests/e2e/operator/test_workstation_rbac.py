@@ -17,7 +17,7 @@ from kubernetes.dynamic import DynamicClient
 from brokergroup.local.processes import LocalProcess, tail
 from tests.e2e.helmchart import InCluster
 from tests.e2e.kubeenv import ControlPlane, eventually
-from tests.e2e.operator.helpers import apply, condition, manifest
+from tests.e2e.operator.helpers import apply, condition, manifest, wait_granted
 from tests.e2e.operator.test_workstation import Workstation
 
 BG = "demo"
@@ -31,6 +31,8 @@ def chart_role_user(control_plane: ControlPlane, operator_login: InCluster) -> I
     control_plane.kubectl("get", "clusterrole", CHART_CLUSTER_ROLE)  # the chart's, installed by operator_login
     control_plane.kubectl("create", "clusterrolebinding", user, f"--clusterrole={CHART_CLUSTER_ROLE}", f"--user={user}")
     try:
+        # Before the operator starts: any 403 it logs must be the missing services/proxy, not a binding not yet seen.
+        wait_granted(control_plane, user, "list", "brokergroups.brokergroup.io", "default")
         yield user, control_plane.user_kubeconfig(user)
     finally:
         control_plane.kubectl("delete", "clusterrolebinding", user, "--ignore-not-found")
@@ -101,6 +103,9 @@ def test_a_workstation_user_needs_get_and_create_on_services_proxy(
         }
         apply(control_plane, namespace, yaml.safe_dump(grant))
         apply(control_plane, namespace, yaml.safe_dump(binding))
+        # The grant is in force once the authorizer has it, not when `kubectl apply` returned: a call in between
+        # would still be refused, and counted below.
+        wait_granted(control_plane, user, "create", "services", namespace, subresource="proxy")
         mark = control_plane.mark()
 
         # (Only the sync-state read, a POST, is tried while no controller answers: `get` is shown passing in

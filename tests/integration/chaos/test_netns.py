@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -90,6 +92,13 @@ def test_destroy_removes_every_namespace_and_kills_what_runs_inside() -> None:
     net.create()
     sleeper = subprocess.Popen(["ip", "netns", "exec", net.namespace("a"), "sleep", "600"])
     try:
+        # Popen returns before `ip netns exec` has entered the namespace: destroy could run first and find
+        # nothing inside. Wait until the process runs `sleep` (ip execs it once inside).
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{sleeper.pid}/comm").read_text().strip() != "sleep":
+            assert sleeper.poll() is None, f"ip netns exec exited with {sleeper.returncode}"
+            assert time.monotonic() < deadline, "sleep did not start inside the namespace within 30 s"
+            time.sleep(0.02)
         ours = [n for n in netns.namespaces() if n.startswith(net.prefix)]
         assert sorted(ours) == sorted([net.hub, net.namespace("a")])
         net.destroy()

@@ -23,6 +23,7 @@ def test_demo_kills_a_master_and_loses_and_duplicates_nothing(tmp_path: Path) ->
 
     assert re.search(r"400 acknowledged, 400 read back: 0 lost, 0 duplicated", done.stdout), done.stdout[-3000:]
     assert "SIGKILL demo-broker-0-" in done.stdout
+    assert "with the idempotent producer over the binary port" in done.stdout
     assert "audit skipped" in done.stdout
     assert "result: OK" in done.stdout
     for name in ("report.html", "latency.png", "throughput.png", "timeline.png", "summary.json", "history.jsonl"):
