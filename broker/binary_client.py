@@ -29,6 +29,7 @@ from brokergroup.broker.client import (
 )
 from brokergroup.broker.errors import ProtocolError
 from brokergroup.broker.protocol import client_frames as cf
+from brokergroup.broker.turn_writer import TurnWriter
 
 RETRY_CODES_NEVER = (400, 413)
 """ERROR codes that no retry can fix (the HTTP API's 400 and 413)."""
@@ -42,11 +43,10 @@ class _Link(asyncio.Protocol):
         self.lost: Exception | None = None
         self.refusal: str | None = None
         """The broker's ERROR about the connection (request id 0), sent before it closes it."""
-        self.outbox: list[bytes] = []
-        """Requests made in this loop iteration, written together at its end."""
+        self.out = TurnWriter()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not asyncio.Transport
+        self.transport = self.out.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio's
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -69,17 +69,9 @@ class _Link(asyncio.Protocol):
                 self.transport.abort()
 
     def send(self, frame: bytes) -> None:
-        """Queue a request frame. Requests made in one loop iteration (producers released by one
-        read of replies) go out in one write: one send system call here, one read on the broker,
-        and puts that reach the broker together share its replication frames (issue 17)."""
-        if not self.outbox:
-            asyncio.get_running_loop().call_soon(self.write_outbox)
-        self.outbox.append(frame)
-
-    def write_outbox(self) -> None:
-        frames, self.outbox = self.outbox, []
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
+        """Queue a request frame. Requests made in one loop iteration go out in one write, and puts
+        that reach the broker together share its replication frames (issue 17)."""
+        self.out.write(frame)
 
     def about_connection(self, raw: cf.RawFrame) -> None:
         reply = cf.parse_reply(raw)

@@ -36,6 +36,7 @@ from brokergroup.broker.permission import NO_PERMISSION
 from brokergroup.broker.protocol import client_frames as cf
 from brokergroup.broker.service import PutOutcome, wall_ms
 from brokergroup.broker.store.types import PutStatus
+from brokergroup.broker.turn_writer import TurnWriter
 
 logger = logging.getLogger(__name__)
 WRITE_BUFFER_HIGH = 1024 * 1024
@@ -140,12 +141,12 @@ class Connection(asyncio.Protocol):
         self.stall_timer: asyncio.TimerHandle | None = None
         self.max_connections: int = settings.max_connections
         self.admitted = False
-        self.replies: list[bytes] = []
-        """Replies finished in this loop iteration, written together at its end (one send for many)."""
+        self.replies = TurnWriter()
+        """Replies finished in one loop iteration go out in one write."""
         self.request_counters: dict[int, Counter] = {}  # a labels() lookup per request costs more than its inc()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not asyncio.Transport
+        self.transport = self.replies.transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio's
         if len(self.live) >= self.max_connections:
             self.reject("too_many_connections")
             remark = (
@@ -224,17 +225,7 @@ class Connection(asyncio.Protocol):
     async def run(self, raw: cf.RawFrame) -> None:
         reply = await answer(self.ctx, raw)
         if self.transport is not None and not self.transport.is_closing():
-            # Puts released by one replica ack or flush finish in the same loop iteration: their
-            # replies go out in one write (one send system call, one wake-up of the client) instead
-            # of one each (issue 17).
-            if not self.replies:
-                asyncio.get_running_loop().call_soon(self.write_replies)
-            self.replies.append(reply)
-
-    def write_replies(self) -> None:
-        replies, self.replies = self.replies, []
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(replies[0] if len(replies) == 1 else b"".join(replies))
+            self.replies.write(reply)
 
     def finished(self, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)

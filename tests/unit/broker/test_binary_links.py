@@ -14,6 +14,14 @@ from brokergroup.broker.binary_client import BinaryConnection, BinaryLinks
 from brokergroup.broker.protocol import client_frames as cf
 
 
+async def close_and_wait(writer: asyncio.StreamWriter) -> None:
+    """Close a server handler's writer and wait for it: a writer left to the garbage collector after the loop
+    closed warns (ResourceWarning) in whichever test runs next."""
+    writer.close()
+    with contextlib.suppress(ConnectionError):
+        await writer.wait_closed()
+
+
 async def test_a_failure_on_an_old_connection_leaves_the_new_one_open() -> None:
     accepted: list[asyncio.StreamWriter] = []
 
@@ -33,10 +41,8 @@ async def test_a_failure_on_an_old_connection_leaves_the_new_one_open() -> None:
 
         links.drop("broker:8080", new)
         assert new.transport.is_closing() and links.connections == {} and links.addresses == {}
-        for writer in accepted:  # closed and awaited here: a writer left to the garbage collector after the
-            writer.close()  # loop closed warns (ResourceWarning) in whichever test runs next
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
+        for writer in accepted:
+            await close_and_wait(writer)
 
 
 async def test_request_ids_wrap_from_2_32_minus_1_to_1_never_to_the_connections_id_0() -> None:
@@ -51,9 +57,7 @@ async def test_request_ids_wrap_from_2_32_minus_1_to_1_never_to_the_connections_
                 assert isinstance(raw, cf.RawFrame)
                 seen.append(raw.request_id)
                 writer.write(cf.encode_offset(raw.request_id, len(seen)))
-        writer.close()
-        with contextlib.suppress(ConnectionError):
-            await writer.wait_closed()
+        await close_and_wait(writer)
         finished.set()
 
     server = await asyncio.start_server(answer, "127.0.0.1", 0)
@@ -86,9 +90,7 @@ async def test_requests_made_in_one_loop_iteration_go_out_in_one_write_and_each_
         answers = [cf.encode_error(f.request_id, cf.Error("BAD_REQUEST", 400, f"to {f.payload!r}")) for f in frames]
         writer.write(b"".join(answers[::-1]))
         await reader.read()  # until the client closes
-        writer.close()
-        with contextlib.suppress(ConnectionError):
-            await writer.wait_closed()
+        await close_and_wait(writer)
         finished.set()
 
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
@@ -99,7 +101,7 @@ async def test_requests_made_in_one_loop_iteration_go_out_in_one_write_and_each_
             replies = await asyncio.gather(*(conn.request(cf.Produce(body), timeout=5) for body in bodies))
         finally:
             conn.close()
-        # the handler's writer closed before the loop ends (else the next test warns: see the test above)
+        # the handler's writer closed before the loop ends (see close_and_wait)
         await asyncio.wait_for(finished.wait(), 10)
     assert len(reads) == 1 and reads[0].count(b"bb") == 1
     assert [r.remark for r in replies if isinstance(r, cf.Error)] == ["to b'a'", "to b'bb'", "to b'ccc'"]
