@@ -267,7 +267,11 @@ def test_grace_period_then_sigkill(kubelet: Kubelet, kubectl: Kubectl, namespace
         "spec": {
             "terminationGracePeriodSeconds": 2,
             "containers": [
-                {"name": "main", "image": "x", "command": ["sh", "-c", "trap '' TERM; echo trap-$((6 * 7)); while true; do sleep 0.1; done"]}
+                {
+                    "name": "main",
+                    "image": "x",
+                    "command": ["sh", "-c", "trap '' TERM; echo trap-$((6 * 7)); while true; do sleep 0.1; done"],
+                }
             ],
         },
     }
