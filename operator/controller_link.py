@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import kubernetes
 
-from brokergroup.controller.client import ControllerClient
+from brokergroup.controller.client import ControllerClient, ControllerUnavailable
 from brokergroup.controller.codes import ControllerError
 from brokergroup.controller.protocol import ElectMasterRequest, ElectMasterResponse
 from brokergroup.operator.roles import SetView, set_view
@@ -28,6 +28,11 @@ logger = logging.getLogger(__name__)
 
 class ControllerLinkError(RuntimeError):
     """The controller could not be reached or refused; the message says which and why."""
+
+
+class ControllerUnreachable(ControllerLinkError):
+    """No controller answered: none could be reached, or none knew a leader (as while the Raft group elects one
+    after a restart). Worth asking again; a controller's refusal is not."""
 
 
 @dataclass(frozen=True)
@@ -149,7 +154,9 @@ class ControllerLink:
         try:
             async with self._client() as client:
                 return await client.elect_master(request)
-        except (ControllerError, OSError) as exc:
+        except (ControllerUnavailable, OSError) as exc:
+            raise ControllerUnreachable(f"elect {broker_set} broker {broker_id} via {self.address}: {exc}") from exc
+        except ControllerError as exc:
             raise ControllerLinkError(f"elect {broker_set} broker {broker_id} via {self.address}: {exc}") from exc
 
 

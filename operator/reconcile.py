@@ -29,7 +29,12 @@ from brokergroup.operator.builders.secret import (
     new_auth_secret,
 )
 from brokergroup.operator.conditions import Condition
-from brokergroup.operator.controller_link import ControllerLink, ControllerLinkError, api_server_proxy
+from brokergroup.operator.controller_link import (
+    ControllerLink,
+    ControllerLinkError,
+    ControllerUnreachable,
+    api_server_proxy,
+)
 from brokergroup.operator.kube import Kube, api_message, describe
 from brokergroup.operator.metrics import OperatorMetrics
 from brokergroup.operator.roles import Blocked, ElectAway, guard_scale_down
@@ -415,6 +420,15 @@ class Reconciler:
             if isinstance(decision, elect.Elect):
                 try:
                     elected = await link.elect(decision.target.broker_set, decision.broker_id)
+                except ControllerUnreachable as exc:
+                    # No controller answered (none knew a leader: a Raft election after the controllers restarted,
+                    # say): kept and asked again, as when the view could not be read. The request is idempotent:
+                    # had it been applied, the next try finds the target master (AlreadyMaster).
+                    logger.warning("elect-master %s: %s", request, exc)
+                    kept = self._keep_election(cycle, previous, request)
+                    if kept is not None:
+                        return kept
+                    error = str(exc)
                 except ControllerLinkError as exc:
                     error = str(exc)
                 self.metrics.elections_requested.labels("annotation", "ok" if elected else "failed").inc()
