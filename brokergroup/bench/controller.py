@@ -73,6 +73,13 @@ def add_parser(kinds: Any) -> None:
     )
     p.add_argument("--rounds", type=int, default=3, help="A/B rounds per side with --baseline-tree")
     p.add_argument(
+        "--counter-rounds",
+        type=int,
+        default=0,
+        help="also alternate this many rounds of alter-sync-state-set (a fresh group, --ab-sets sets) with "
+        "rounds of the raw pysyncobj counter, and give the median of the per-round ratios",
+    )
+    p.add_argument(
         "--heartbeat-load-s",
         type=float,
         default=0.0,
@@ -115,9 +122,11 @@ def run(args: argparse.Namespace) -> int:
         ("failovers", args.failovers),
         ("rounds", args.rounds),
         ("ab-sets", ab_sets),
+        ("counter-rounds", getattr(args, "counter_rounds", 0) + 1),
     ):
         if value < 1:
-            print(f"brokergroup bench controller: --{name} must be at least 1", file=sys.stderr)
+            least = 0 if name == "counter-rounds" else 1
+            print(f"brokergroup bench controller: --{name} must be at least {least}", file=sys.stderr)
             return 2
     tree = args.baseline_tree
     if tree is not None and not (tree / "brokergroup" / "cli.py").is_file():
@@ -139,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
             baseline_tree=tree,
             rounds=args.rounds,
             ab_sets=ab_sets,
+            counter_rounds=getattr(args, "counter_rounds", 0),
             heartbeat_load_s=getattr(args, "heartbeat_load_s", 0.0),
             heartbeat_streams=getattr(args, "heartbeat_streams", 256),
         )
@@ -839,6 +849,36 @@ async def ab_rounds(*, tree: Path, ops: int, sets: int, rounds: int, concurrency
     }
 
 
+async def versus_counter(*, ops: int, sets: int, rounds: int, concurrency: int) -> dict[str, Any]:
+    """The goal's ratio, measured so that the machine's drift hits both sides alike: rounds of
+    alter-sync-state-set commits (a fresh group of this code, `alter_round`) alternated with rounds
+    of the raw pysyncobj counter, the order swapped every round (A B, B A, ...)."""
+    done: list[dict[str, Any]] = []
+    for index in range(rounds):
+        pair: dict[str, Any] = {}
+        for side in ("alter", "counter") if index % 2 == 0 else ("counter", "alter"):
+            if side == "alter":
+                pair["alter"] = await alter_round(tree=None, ops=ops, sets=sets, concurrency=concurrency)
+            else:
+                pair["counter"] = await asyncio.to_thread(raft_baseline, ops=ops, concurrency=concurrency)
+        counter_rate = float(pair["counter"].get("ops_per_s") or 0.0)
+        pair["alter_over_counter"] = round(pair["alter"]["ops_per_s"] / counter_rate, 3) if counter_rate else None
+        pair["cpu_alter_over_counter"] = (
+            round(pair["alter"]["cpu_ms_per_op"] / pair["counter"]["cpu_ms_per_op"], 3)
+            if pair["counter"].get("cpu_ms_per_op")
+            else None
+        )
+        done.append(pair)
+    ratios = [r["alter_over_counter"] for r in done if r["alter_over_counter"] is not None]
+    return {
+        "sets": sets,
+        "rounds": done,
+        "alter_over_counter_median": round(statistics.median(ratios), 3) if ratios else None,
+        "alter_over_counter_range": [min(ratios), max(ratios)] if ratios else None,
+        "divergence_warnings": sum(r["alter"]["divergence_warnings"] for r in done),
+    }
+
+
 def fdatasync_latency_ms(samples: int = 200) -> dict[str, Any]:
     """This machine's cost of a 4 KiB write + fdatasync in the temporary directory (the bench's disk)."""
     took: list[float] = []
@@ -974,6 +1014,7 @@ async def bench(
     baseline_tree: Path | None = None,
     rounds: int = 3,
     ab_sets: int | None = None,
+    counter_rounds: int = 0,
     heartbeat_load_s: float = 0.0,
     heartbeat_streams: int = 256,
 ) -> dict[str, Any]:
@@ -997,6 +1038,10 @@ async def bench(
     if baseline_tree is not None:
         extra["ab"] = await ab_rounds(
             tree=baseline_tree, ops=ops, sets=ab_sets or counts[0], rounds=rounds, concurrency=concurrency
+        )
+    if counter_rounds > 0:
+        extra["versus_counter"] = await versus_counter(
+            ops=ops, sets=ab_sets or counts[0], rounds=counter_rounds, concurrency=concurrency
         )
     return {
         "benchmark": "controller",
@@ -1062,5 +1107,16 @@ def table(result: dict[str, Any]) -> str:
             f"\nA/B ({ab.get('sets')} sets, medians of {len(ab['rounds']) // 2} rounds each): ops/s "
             f"{ab['ops_per_s_median']}, CPU ms/op {ab['cpu_ms_per_op_median']}, current/baseline "
             f"{ab['current_over_baseline']}"
+        )
+    versus = result.get("versus_counter")
+    if versus:
+        rows.append(
+            f"\nalter-sync-state-set against the raw counter ({versus['sets']} sets, {len(versus['rounds'])} "
+            "alternated rounds): "
+            + ", ".join(
+                f"{r['alter']['ops_per_s']} / {r['counter'].get('ops_per_s')} ops/s = {r['alter_over_counter']}x"
+                for r in versus["rounds"]
+            )
+            + f"; median {versus['alter_over_counter_median']}x"
         )
     return "\n".join(rows)

@@ -18,7 +18,8 @@ def test_bench_controller_checks_agreement_and_divergence(tmp_path: Path) -> Non
     command = [
         *(sys.executable, "-m", "brokergroup.cli", "bench", "controller"),
         *("--ops", "40", "--concurrency", "2", "--sets", "1,3", "--failovers", "1"),
-        *("--baseline-tree", str(REPO), "--rounds", "1", "--ab-sets", "2", "--out", str(out)),
+        *("--baseline-tree", str(REPO), "--rounds", "1", "--ab-sets", "2", "--counter-rounds", "2"),
+        *("--out", str(out)),
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -50,6 +51,16 @@ def test_bench_controller_checks_agreement_and_divergence(tmp_path: Path) -> Non
     assert [r["side"] for r in result["ab"]["rounds"]] == ["baseline", "current"]
     assert all(r["agreement"]["agreed"] and r["ops"] == 40 for r in result["ab"]["rounds"])
     assert result["machine"]["fdatasync_4k"]["p50_ms"] > 0
+    versus = result["versus_counter"]
+    assert versus["sets"] == 2 and len(versus["rounds"]) == 2 and versus["divergence_warnings"] == 0
+    for pair in versus["rounds"]:
+        assert pair["alter"]["ops"] == 40 and pair["alter"]["agreement"]["agreed"], pair["alter"]
+        assert pair["counter"]["ops"] == 40 and pair["counter"]["ops_per_s"] > 0, pair["counter"]
+        assert pair["alter_over_counter"] == round(pair["alter"]["ops_per_s"] / pair["counter"]["ops_per_s"], 3)
+    ratios = sorted(pair["alter_over_counter"] for pair in versus["rounds"])
+    assert versus["alter_over_counter_median"] == round(sum(ratios) / 2, 3)
+    assert versus["alter_over_counter_range"] == ratios
+    assert f"median {versus['alter_over_counter_median']}x" in done.stdout
 
 
 def test_bench_controller_refuses_a_tree_without_brokergroup(tmp_path: Path) -> None:
@@ -57,6 +68,13 @@ def test_bench_controller_refuses_a_tree_without_brokergroup(tmp_path: Path) -> 
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2
     assert f"--baseline-tree {tmp_path}: no brokergroup/cli.py there" in done.stderr
+
+
+def test_bench_controller_refuses_negative_counter_rounds() -> None:
+    command = [sys.executable, "-m", "brokergroup.cli", "bench", "controller", "--counter-rounds", "-1"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert "--counter-rounds must be at least 0" in done.stderr
 
 
 def test_bench_controller_refuses_bad_set_counts() -> None:
