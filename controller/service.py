@@ -85,6 +85,8 @@ class ControllerService:
         self._tasks: list[asyncio.Task[None]] = []
         self._elections: dict[str, asyncio.Task[None]] = {}
         self._ready = asyncio.Event()
+        self._closing = False
+        """Set by `close`: the node is stopping, and the heartbeat streams it closes are its own doing."""
         self._batch_id_base = uuid.uuid4().int & ~BATCH_COUNTER_MASK
         self._batch_counter = itertools.count()
         self._group_checked_at = -GROUP_CHECK_INTERVAL_S
@@ -105,6 +107,7 @@ class ControllerService:
             self._tasks.append(loop.create_task(coro))
 
     async def close(self) -> None:
+        self._closing = True  # before the API server closes the brokers' streams
         tasks = [*self._tasks, *self._elections.values(), *([self._group_check] if self._group_check else [])]
         for task in tasks:
             task.cancel()
@@ -205,7 +208,7 @@ class ControllerService:
             self._broker_inactive(info, "channel_closed", "CHANNEL_CLOSED")
 
     def _broker_inactive(self, info: BrokerLiveInfo, reason: str, kind: str) -> None:
-        if not self.serving:
+        if not self.serving or self._closing:  # a stopping node closes every stream itself: not the brokers' doing
             return
         self.log_local(
             kind, cluster=info.cluster_name, broker=info.broker_name, broker_id=info.broker_id, reason=reason
@@ -301,7 +304,10 @@ class ControllerService:
 
     # ---- elections ---------------------------------------------------------------------------------
     def trigger_elect(self, broker_name: str, reason: str) -> None:
-        """Start a controller-triggered election for a set unless one is already running."""
+        """Start a controller-triggered election for a set unless one is already running (or this node is
+        stopping: it would commit through the other nodes on the way out)."""
+        if self._closing:
+            return
         running = self._elections.get(broker_name)
         if running is not None and not running.done():
             return
