@@ -86,7 +86,8 @@ class ControllerService:
         self._elections: dict[str, asyncio.Task[None]] = {}
         self._ready = asyncio.Event()
         self._closing = False
-        """Set by `close`: the node is stopping, and the heartbeat streams it closes are its own doing."""
+        """Set by `close`: the node is stopping and no longer serves (the heartbeat streams its API server
+        then closes are its own doing, not lost brokers; an election would commit on its way out)."""
         self._batch_id_base = uuid.uuid4().int & ~BATCH_COUNTER_MASK
         self._batch_counter = itertools.count()
         self._group_checked_at = -GROUP_CHECK_INTERVAL_S
@@ -146,7 +147,12 @@ class ControllerService:
     # ---- leadership ------------------------------------------------------------------------------
     @property
     def serving(self) -> bool:
-        return self._ready_term is not None and self.node.is_leader() and self.node.term() == self._ready_term
+        return (
+            not self._closing
+            and self._ready_term is not None
+            and self.node.is_leader()
+            and self.node.term() == self._ready_term
+        )
 
     async def _leader_loop(self) -> None:
         while True:
@@ -208,7 +214,7 @@ class ControllerService:
             self._broker_inactive(info, "channel_closed", "CHANNEL_CLOSED")
 
     def _broker_inactive(self, info: BrokerLiveInfo, reason: str, kind: str) -> None:
-        if not self.serving or self._closing:  # a stopping node closes every stream itself: not the brokers' doing
+        if not self.serving:
             return
         self.log_local(
             kind, cluster=info.cluster_name, broker=info.broker_name, broker_id=info.broker_id, reason=reason
@@ -304,10 +310,7 @@ class ControllerService:
 
     # ---- elections ---------------------------------------------------------------------------------
     def trigger_elect(self, broker_name: str, reason: str) -> None:
-        """Start a controller-triggered election for a set unless one is already running (or this node is
-        stopping: it would commit through the other nodes on the way out)."""
-        if self._closing:
-            return
+        """Start a controller-triggered election for a set unless one is already running."""
         running = self._elections.get(broker_name)
         if running is not None and not running.done():
             return

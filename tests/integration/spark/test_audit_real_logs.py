@@ -17,15 +17,9 @@ from brokergroup import cli
 from brokergroup.local.controllers import ControllerGroup
 from tests.integration.conftest import eventually
 from tests.integration.controller.test_heartbeat_stream import Brokers, setup_set
+from tests.integration.controller.test_leader_stop import logged as logged_records
 
 SET = "set-audit"
-
-
-def logged_elections(group: ControllerGroup, node: int) -> list[dict[str, object]]:
-    lines = []
-    for path in sorted((group.nodes[node].data_dir / "events").glob("*.jsonl")):
-        lines += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [r for r in lines if r["type"] == "ELECT_MASTER"]
 
 
 async def test_audit_sees_the_controller_failover_and_the_broker_failover(
@@ -47,7 +41,7 @@ async def test_audit_sees_the_controller_failover_and_the_broker_failover(
     survivors = [i for i in range(3) if i != old_leader]
 
     async def logged() -> bool:
-        return all(len(logged_elections(group, i)) == 2 for i in survivors)
+        return all(len(logged_records(group, i, "ELECT_MASTER")) == 2 for i in survivors)
 
     await eventually("both survivors logged the election", logged)
     shutdown_ms = time.time() * 1000  # anything logged after this is the shutdown's
