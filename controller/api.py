@@ -3,9 +3,10 @@
 Handlers are thin: parse and validate the body with the `protocol` models, call the service,
 answer JSON. Errors carry RocketMQ's code, name and a remark naming what was wrong.
 Leader-only requests received by a follower are forwarded to the leader once (a forwarded
-request is never forwarded again); `CONTROLLER_NOT_LEADER` is returned only when no leader
-is known. Mutating admin calls check the bearer token. Reads of node-local facts (status, the
-event feed, the event-log files) are answered by the node asked, without a token.
+request is never forwarded again); `CONTROLLER_NOT_LEADER` is returned only when no leader is
+known within `api.leader_wait` (an election in progress). Mutating admin calls check the bearer
+token. Reads of node-local facts (status, the event feed, the event-log files) are answered by
+the node asked, without a token.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ SERVICE = web.AppKey("service", ControllerService)
 SESSION = web.AppKey("session", aiohttp.ClientSession)
 OPENAPI_PATH = Path(__file__).with_name("openapi.json")
 FORWARDED_HEADER = "X-Brokergroup-Forwarded"
+LEADER_POLL_S = 0.05
+"""How often a request waiting for a leader looks again."""
 MAX_BODY = 256 * 1024
 NDJSON = "application/x-ndjson"
 FILE_CHUNK = 256 * 1024
@@ -172,29 +175,48 @@ async def errors_and_metrics(request: web.Request, handler: Handler) -> web.Stre
 
 
 async def on_leader(request: web.Request, local: Handler) -> web.StreamResponse:
-    """Run `local` on the serving leader, or forward the request to the leader."""
+    """Run `local` on the serving leader, or forward the request to the leader. While no leader is
+    known (an election in progress), or the known one refuses connections (it died and the
+    election timeout has not yet run out), wait for the next one, up to `api.leader_wait`."""
     service = request.app[SERVICE]
-    if service.serving or await service.wait_serving(2.0):
-        return await local(request)
-    leader_api = service.node.leader_api_address()
-    if leader_api is None or request.headers.get(FORWARDED_HEADER) or leader_api == service.settings.me.api:
-        raise ControllerError(ResponseCode.CONTROLLER_NOT_LEADER, "The controller is not in leader state")
+    forwarded = bool(request.headers.get(FORWARDED_HEADER))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + service.settings.api.leader_wait
+    why = ""
+    while True:
+        left = max(deadline - loop.time(), 0.0)
+        if service.serving or await service.wait_serving(left):
+            return await local(request)
+        leader_api = service.node.leader_api_address()
+        if not forwarded and leader_api is not None and leader_api != service.settings.me.api:
+            try:
+                return await forward(request, leader_api)
+            except aiohttp.ClientConnectorError as exc:  # never delivered, so safe to send again
+                why = f"; forwarding to leader {leader_api} failed: {exc}"
+        if loop.time() >= deadline:
+            raise ControllerError(ResponseCode.CONTROLLER_NOT_LEADER, "The controller is not in leader state" + why)
+        await asyncio.sleep(min(LEADER_POLL_S, left))
+
+
+async def forward(request: web.Request, leader_api: str) -> web.Response:
+    """Send the request once to the leader's API and answer with its answer."""
+    service = request.app[SERVICE]
     headers = {FORWARDED_HEADER: service.settings.node_id, "Content-Type": "application/json"}
     for credential in ("Authorization", protocol.TOKEN_HEADER):
         if credential in request.headers:
             headers[credential] = request.headers[credential]
-    session = request.app[SESSION]
-    url = f"http://{leader_api}{request.rel_url}"
     try:
-        async with session.request(
+        async with request.app[SESSION].request(
             request.method,
-            url,
+            f"http://{leader_api}{request.rel_url}",
             data=await request.read(),
             headers=headers,
             timeout=aiohttp.ClientTimeout(total=service.settings.api.forward_timeout),
         ) as response:
             body = await response.read()
             return web.Response(body=body, status=response.status, content_type="application/json")
+    except aiohttp.ClientConnectorError:
+        raise
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise ControllerError(
             ResponseCode.CONTROLLER_NOT_LEADER,

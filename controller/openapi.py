@@ -529,7 +529,8 @@ def operation_object(op: Operation) -> dict[str, Any]:
     if op.leader_only:
         description += (
             "\n\nAnswered by the serving leader; a follower forwards the request to it. "
-            "CONTROLLER_NOT_LEADER (2007, HTTP 503) only when no leader is known."
+            "CONTROLLER_NOT_LEADER (2007, HTTP 503) only when no leader is known within the node's "
+            "`api.leader_wait` (3 s by default: an election in progress)."
         )
     if description:
         item["description"] = description.strip()

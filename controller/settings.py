@@ -103,6 +103,9 @@ class ApiSettings(BaseModel):
     `<bg>-controller-auth` (key `brokerToken`); `brokergroup local` generates one."""
     forward_timeout: float = 6.0
     """Seconds a follower waits for the leader when forwarding a request."""
+    leader_wait: Annotated[float, Field(gt=0, le=60)] = 3.0
+    """Seconds a request waits for a serving leader while none is known (a Raft election, or a new
+    leader applying its barrier) before it is answered CONTROLLER_NOT_LEADER."""
     brokers_leader_fallback_ms: Annotated[int, Field(ge=0, le=600_000)] = 3000
     """The deposed-leader fallback the brokers' write lease allows for (their
     `controller.leader_fallback_ms`, default 3000). This node refuses to start when its own

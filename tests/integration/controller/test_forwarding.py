@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import aiohttp
 
 from brokergroup.controller import protocol
@@ -67,3 +69,22 @@ async def test_not_leader_only_when_no_leader_known(controller_group: Controller
             protocol.HeartbeatRequest(cluster_name=CLUSTER, broker_name="x", broker_addr="127.0.0.1:1", broker_id=1),
             address=group.nodes[survivor].api,
         )
+
+
+async def test_follower_waits_out_an_election(controller_group: ControllerGroup) -> None:
+    """A leader-only request sent to a follower right after the leader died is answered by the next
+    leader (the follower waits up to api.leader_wait), not refused with CONTROLLER_NOT_LEADER."""
+    group = controller_group
+    leader = await group.leader()
+    follower = group.nodes[(leader + 1) % 3]
+    group.kill(leader)
+    async with aiohttp.ClientSession() as http:
+        started = time.monotonic()
+        body = {"clusterName": CLUSTER, "brokerName": "after-kill"}
+        async with http.post(f"http://{follower.api}/v1/broker/next-id", json=body) as r:
+            assert r.status == 200, await r.text()
+            assert (await r.json())["nextBrokerId"] == 1
+        waited = time.monotonic() - started
+    new_leader = await group.leader(exclude={leader})
+    assert new_leader != leader
+    assert waited < 6.0, f"answered after {waited:.2f} s"
