@@ -43,6 +43,7 @@ from tests.e2e.operator.convergence import (
     Phase,
     Record,
     came_back,
+    check_phases,
     elections,
     judge,
     recording,
@@ -220,6 +221,4 @@ def test_brokers_keep_the_master_service_on_the_master_with_no_operator(
             f"\n{phase.name}: kill -9 {phase.killed} -> Service on {phase.elected} {phase.new_master_seconds:.3f} s "
             f"after the election; longest non-master selection {phase.wrong_seconds:.3f} s"
         )
-    for phase in phases:
-        assert phase.wrong_seconds <= HEARTBEAT_INTERVAL, phase
-        assert phase.new_master_seconds <= 1.0, phase
+    check_phases(phases, HEARTBEAT_INTERVAL)

@@ -163,6 +163,4 @@ def test_master_service_follows_failover_with_the_operator_running_paused_and_st
             f"after the election; longest non-master selection {phase.wrong_seconds:.3f} s"
         )
     print(f"history: {len(acked)} acknowledged, {len(consumed)} consumed, none lost")
-    for phase in phases:
-        assert phase.wrong_seconds <= HEARTBEAT_INTERVAL, phase
-        assert phase.new_master_seconds <= 1.0, phase
+    convergence.check_phases(phases, HEARTBEAT_INTERVAL)
