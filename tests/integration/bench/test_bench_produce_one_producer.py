@@ -5,27 +5,19 @@ producer sends the next)."""
 
 from __future__ import annotations
 
-import json
-import shlex
-import subprocess
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.integration.bench.documented import run_documented
+
 COMMAND = "brokergroup bench produce --modes sync --messages 3000 --batch 1 --concurrency 1 --no-baseline --warmup 200"
 
 
 @pytest.mark.integration
 @pytest.mark.timeout(600)
 def test_the_documented_one_producer_run(tmp_path: Path) -> None:
-    assert f"\n{COMMAND}\n" in (ROOT / "docs" / "benchmarks.md").read_text()
-    out = tmp_path / "one.json"
-    done = subprocess.run(
-        [*shlex.split(COMMAND), "--out", str(out)], capture_output=True, text=True, timeout=540, cwd=tmp_path
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(out.read_text())
+    report = run_documented(COMMAND, tmp_path, as_block=True)
     assert report["params"]["concurrency"] == 1 and report["params"]["batch"] == 1, report["params"]
     sync = report["results"]["sync"]
     assert sync["check"]["ok"], sync["check"]

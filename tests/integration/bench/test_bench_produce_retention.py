@@ -4,14 +4,12 @@ segments during its phases and the `off` one never does, and the summary has bot
 
 from __future__ import annotations
 
-import json
-import shlex
-import subprocess
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+from tests.integration.bench.documented import run_documented
+
 COMMAND = (
     "brokergroup bench produce --modes sync --messages 300 --warmup 10 --no-baseline "
     "--retention-bytes 8192 --segment-bytes 4096 --rounds 1"
@@ -21,13 +19,7 @@ COMMAND = (
 @pytest.mark.integration
 @pytest.mark.timeout(600)
 def test_the_documented_short_retention_ab_run(tmp_path: Path) -> None:
-    assert f"`{COMMAND}`" in (ROOT / "docs" / "benchmarks.md").read_text()
-    out = tmp_path / "ab.json"
-    done = subprocess.run(
-        [*shlex.split(COMMAND), "--out", str(out)], capture_output=True, text=True, timeout=540, cwd=tmp_path
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    sync = json.loads(out.read_text())["results"]["sync"]
+    sync = run_documented(COMMAND, tmp_path)["results"]["sync"]
     assert all(check["ok"] for check in sync["check"].values()), sync["check"]
     phases = sync["phases"]
     assert [(p["round"], p["phase"], p["retention"]) for p in phases] == [

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 from brokergroup.controller import protocol
 from brokergroup.controller.client import ControllerClient
+from brokergroup.local.controllers import ControllerGroup
 
 CLUSTER = "it"
 LONG_MS = 600_000
@@ -69,3 +72,11 @@ async def elect_and_grow(
             sync_state_set_epoch=elected.sync_state_set_epoch or 0,
         )
     )
+
+
+def logged(group: ControllerGroup, node: int, kind: str) -> list[dict[str, object]]:
+    """The records of `kind` in a node's event log, in file order."""
+    records = []
+    for path in sorted((group.nodes[node].data_dir / "events").glob("*.jsonl")):
+        records += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [r for r in records if r["type"] == kind]

@@ -5,21 +5,12 @@ that node, such an election finds no live replica and leaves the set without a m
 
 from __future__ import annotations
 
-import json
-
 from brokergroup.local.controllers import ControllerGroup
+from tests.integration.controller.scenario import logged
 from tests.integration.controller.test_heartbeat_stream import Brokers, setup_set
 from tests.integration.controller.test_heartbeat_stream import brokers as brokers  # the fixture
 
 SET = "set-roll"
-
-
-def logged(group: ControllerGroup, node: int, kind: str) -> list[dict[str, object]]:
-    """The records of `kind` in a node's event log, in file order."""
-    records = []
-    for path in sorted((group.nodes[node].data_dir / "events").glob("*.jsonl")):
-        records += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [r for r in records if r["type"] == kind]
 
 
 async def test_a_stopping_leader_keeps_the_masters_whose_streams_it_closes(

@@ -16,8 +16,8 @@ from pyspark.sql import SparkSession
 from brokergroup import cli
 from brokergroup.local.controllers import ControllerGroup
 from tests.integration.conftest import eventually
+from tests.integration.controller.scenario import logged as logged_records
 from tests.integration.controller.test_heartbeat_stream import Brokers, setup_set
-from tests.integration.controller.test_leader_stop import logged as logged_records
 
 SET = "set-audit"
 
