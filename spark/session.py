@@ -84,6 +84,20 @@ Unlike SMALL_INPUT_CONF it is fixed when the JVM starts: `brokergroup audit` dec
 session, `brokergroup bench audit` runs each input size in a JVM of its own."""
 
 
+JOB_CONF = {
+    # The job caches its tables as it writes them; let adaptive execution coalesce the cached plans'
+    # shuffle partitions too (otherwise every small table keeps 8 partitions and each read of it 8 tasks).
+    "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
+    # The audit reads JSON and has no bucketed tables, so this changes no plan; but while it is on, Spark's
+    # cache manager clones the session for every `persist` to turn it off for the cached plan (a session
+    # clone and, later, a forked `rm -rf` of the clone's artifact folder, for each of the job's 13 caches).
+    "spark.sql.sources.bucketing.autoBucketedScan.enabled": "false",
+}
+"""Runtime SQL settings of every audit run, whatever the input size and whoever built the session. With
+both, `persist` caches with the job's own session instead of a clone (`test_audit_session`); at 10k
+lines a run took 0.73-0.92 of the time and 0.78-0.93 of the JVM CPU (docs/benchmarks.md)."""
+
+
 def is_small(input_bytes: int | None) -> bool:
     """Whether an input of this size gets SMALL_INPUT_CONF; None (a URI Spark lists itself) is not small."""
     return input_bytes is not None and input_bytes < SMALL_INPUT_BYTES
@@ -91,17 +105,16 @@ def is_small(input_bytes: int | None) -> bool:
 
 @contextlib.contextmanager
 def sized_for(spark: SparkSession, input_bytes: int | None) -> Iterator[bool]:
-    """SMALL_INPUT_CONF for the block when the input is small (yields whether it is), the session's own
-    values restored afterwards. The job runs in this, so `brokergroup audit`, the benchmark and the tests
-    run a given input with the same settings, whatever session they share."""
-    if not is_small(input_bytes):
-        yield False
-        return
-    before = {key: spark.conf.get(key, None) for key in SMALL_INPUT_CONF}
-    for key, value in SMALL_INPUT_CONF.items():
+    """JOB_CONF for the block, and SMALL_INPUT_CONF when the input is small (yields whether it is), the
+    session's own values restored afterwards. The job runs in this, so `brokergroup audit`, the benchmark
+    and the tests run a given input with the same settings, whatever session they share."""
+    small = is_small(input_bytes)
+    settings = JOB_CONF | (SMALL_INPUT_CONF if small else {})
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
         spark.conf.set(key, value)
     try:
-        yield True
+        yield small
     finally:
         for key, old in before.items():
             if old is None:
@@ -117,9 +130,7 @@ def sql_conf(*, shuffle_partitions: int, small_input: bool = False) -> dict[str,
     conf = {
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
-        # The job caches its tables as it writes them; let adaptive execution coalesce the cached plans'
-        # shuffle partitions too (otherwise every small table keeps 8 partitions and each read of it 8 tasks).
-        "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
+        **JOB_CONF,
     }
     if small_input:
         conf |= SMALL_INPUT_CONF

@@ -1,12 +1,13 @@
 """The session settings by input size (`session.sized_for`, `session.local_conf`): a small input runs
 without code generation or adaptive execution, with 1 shuffle partition and a quick-JIT-only JVM,
-whoever built the session; the session's own values come back afterwards. And the summary query
+whoever built the session; the session's own values come back afterwards. Whatever the size, the job's
+caches are built in the job's own session, not a clone per cache. And the summary query
 keeps a part whose aggregate is null (no rows) as null (`load.summary_values`)."""
 
 from __future__ import annotations
 
 from audit_factories import Events, Scenario
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from brokergroup.spark import contract, load, session, transform
 from brokergroup.spark.params import AuditParams
@@ -48,6 +49,42 @@ def test_a_large_input_or_a_uri_keeps_the_session_settings(spark: SparkSession) 
         with session.sized_for(spark, size) as small:
             assert not small
             assert spark.conf.get("spark.sql.shuffle.partitions") == before
+
+
+def cached_in_a_clone(spark: SparkSession, df: DataFrame) -> bool:
+    """Whether Spark's cache manager built the cached plan of `df` (persisted) in a clone of the session."""
+    relation = spark._jsparkSession.sharedState().cacheManager().lookupCachedData(df._jdf).get()
+    return not relation.cachedRepresentation().cacheBuilder().cachedPlan().session().equals(spark._jsparkSession)
+
+
+def test_the_job_caches_in_its_own_session_not_a_clone_per_cache(spark: SparkSession) -> None:
+    # Spark's defaults, under which every persist clones the session; the shared session gets them back.
+    cloning = {
+        "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "false",
+        "spark.sql.sources.bucketing.autoBucketedScan.enabled": "true",
+    }
+    assert set(cloning) == set(session.JOB_CONF)
+    shared = {key: spark.conf.get(key, None) for key in cloning}
+    for key, value in cloning.items():
+        spark.conf.set(key, value)
+    try:
+        outside = spark.range(3).selectExpr("id * 3 AS x").persist()
+        assert cached_in_a_clone(spark, outside)  # the check can tell
+        outside.unpersist()
+        for size in (1024, session.SMALL_INPUT_BYTES, None):
+            with session.sized_for(spark, size):
+                df = spark.range(3).selectExpr(f"id + {size or 0} AS x").persist()
+                try:
+                    assert not cached_in_a_clone(spark, df), size
+                finally:
+                    df.unpersist()
+            assert {key: spark.conf.get(key) for key in cloning} == cloning
+    finally:
+        for key, old in shared.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
 
 
 def test_only_a_small_input_s_jvm_runs_the_quick_jit_only() -> None:
