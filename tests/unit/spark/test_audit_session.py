@@ -7,6 +7,7 @@ keeps a part whose aggregate is null (no rows) as null (`load.summary_values`)."
 from __future__ import annotations
 
 from audit_factories import Events, Scenario
+from pyspark.errors import utils as pyspark_errors
 from pyspark.sql import DataFrame, SparkSession
 
 from brokergroup.spark import contract, load, session, transform
@@ -85,6 +86,13 @@ def test_the_job_caches_in_its_own_session_not_a_clone_per_cache(spark: SparkSes
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, old)
+
+
+def test_a_session_the_audit_builds_has_no_pyspark_call_site_capture(spark: SparkSession) -> None:
+    # The fixture's session is `session.build`'s; PySpark reads the setting once, from the first active session.
+    assert spark.conf.get(session.PYSPARK_DEBUGGING) == "false"
+    assert session.sql_conf(shuffle_partitions=8)[session.PYSPARK_DEBUGGING] == "false"
+    assert not pyspark_errors.is_debugging_enabled()
 
 
 def test_only_a_small_input_s_jvm_runs_the_quick_jit_only() -> None:
