@@ -94,8 +94,8 @@ JOB_CONF = {
     "spark.sql.sources.bucketing.autoBucketedScan.enabled": "false",
 }
 """Runtime SQL settings of every audit run, whatever the input size and whoever built the session. With
-both, `persist` caches with the job's own session instead of a clone (`test_audit_session`); at 10k
-lines a run took 0.73-0.92 of the time and 0.78-0.93 of the JVM CPU (docs/benchmarks.md)."""
+both, `persist` caches with the job's own session instead of a clone (`test_audit_session`). A small
+saving (docs/benchmarks.md, issue 20, tenth session): noisy in warm runs, not seen in a cold one."""
 
 
 def is_small(input_bytes: int | None) -> bool:
