@@ -21,7 +21,7 @@ import contextlib
 import logging
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from pyspark import SparkConf, SparkContext
@@ -109,12 +109,18 @@ def sized_for(spark: SparkSession, input_bytes: int | None) -> Iterator[bool]:
     session's own values restored afterwards. The job runs in this, so `brokergroup audit`, the benchmark
     and the tests run a given input with the same settings, whatever session they share."""
     small = is_small(input_bytes)
-    settings = JOB_CONF | (SMALL_INPUT_CONF if small else {})
+    with runtime_settings(spark, JOB_CONF | (SMALL_INPUT_CONF if small else {})):
+        yield small
+
+
+@contextlib.contextmanager
+def runtime_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """`settings` for the block; afterwards each key has the session's own value again, or none."""
     before = {key: spark.conf.get(key, None) for key in settings}
     for key, value in settings.items():
         spark.conf.set(key, value)
     try:
-        yield small
+        yield
     finally:
         for key, old in before.items():
             if old is None:
@@ -126,7 +132,7 @@ def sized_for(spark: SparkSession, input_bytes: int | None) -> Iterator[bool]:
 PYSPARK_DEBUGGING = "spark.python.sql.dataFrameDebugging.enabled"
 """PySpark's call-site capture: while on, every DataFrame and Column function call of this Python also
 asks the JVM for the active session, a setting and the origin object, and sets and clears the origin
-(about 5,500 of a 10k run's 18,000 py4j calls, and 1.2-1.6 s of its 2-4 s of Python CPU). It only adds the
+(about 5,500 of a 10k run's 18,000 py4j calls, and about half of the run's Python CPU). It only adds the
 Python line to the context of a Spark error. PySpark reads it once per process, from the first active
 session: so it is a session setting (`sql_conf`), not one the job can switch per run."""
 

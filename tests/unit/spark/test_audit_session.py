@@ -65,10 +65,7 @@ def test_the_job_caches_in_its_own_session_not_a_clone_per_cache(spark: SparkSes
         "spark.sql.sources.bucketing.autoBucketedScan.enabled": "true",
     }
     assert set(cloning) == set(session.JOB_CONF)
-    shared = {key: spark.conf.get(key, None) for key in cloning}
-    for key, value in cloning.items():
-        spark.conf.set(key, value)
-    try:
+    with session.runtime_settings(spark, cloning):
         outside = spark.range(3).selectExpr("id * 3 AS x").persist()
         assert cached_in_a_clone(spark, outside)  # the check can tell
         outside.unpersist()
@@ -80,12 +77,6 @@ def test_the_job_caches_in_its_own_session_not_a_clone_per_cache(spark: SparkSes
                 finally:
                     df.unpersist()
             assert {key: spark.conf.get(key) for key in cloning} == cloning
-    finally:
-        for key, old in shared.items():
-            if old is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, old)
 
 
 def test_a_session_the_audit_builds_has_no_pyspark_call_site_capture(spark: SparkSession) -> None:
