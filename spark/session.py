@@ -139,13 +139,12 @@ session: so it is a session setting (`sql_conf`), not one the job can switch per
 
 def sql_conf(*, shuffle_partitions: int, small_input: bool = False) -> dict[str, str]:
     """Session settings for any master, spark-submit's too: UTC dates, few shuffle partitions (audit
-    inputs are MB to GB), no PySpark call-site capture, the job's own settings (JOB_CONF), and, for small
-    inputs, no code generation or adaptive execution."""
+    inputs are MB to GB), no PySpark call-site capture, and, for small inputs, no code generation or adaptive
+    execution. JOB_CONF is not here: `sized_for` sets it for each run, whoever built the session."""
     conf = {
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
         PYSPARK_DEBUGGING: "false",
-        **JOB_CONF,
     }
     if small_input:
         conf |= SMALL_INPUT_CONF

@@ -29,19 +29,13 @@ SUMMARY_PARTS = (
 
 
 def test_a_small_input_runs_with_the_small_settings_and_the_session_gets_its_own_back(spark: SparkSession) -> None:
-    keys = ("spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled")
-    shared = {key: str(spark.conf.get(key)) for key in keys}  # the shared test session's, put back for later tests
-    spark.conf.set("spark.sql.shuffle.partitions", "5")
-    spark.conf.set("spark.sql.adaptive.enabled", "true")
-    try:
+    own = {"spark.sql.shuffle.partitions": "5", "spark.sql.adaptive.enabled": "true"}
+    with session.runtime_settings(spark, own):  # the shared test session's values come back for later tests
         with session.sized_for(spark, 1024) as small:
             assert small
             assert {k: spark.conf.get(k) for k in session.SMALL_INPUT_CONF} == session.SMALL_INPUT_CONF
         assert spark.conf.get("spark.sql.shuffle.partitions") == "5"
         assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
-    finally:
-        for key, value in shared.items():
-            spark.conf.set(key, value)
 
 
 def test_a_large_input_or_a_uri_keeps_the_session_settings(spark: SparkSession) -> None:
