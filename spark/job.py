@@ -20,12 +20,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from brokergroup.spark import contract, explain, extract, invariants, load, report, session, transform
+from brokergroup.spark import checkpoint, contract, explain, extract, invariants, load, report, session, transform
 from brokergroup.spark.options import add_arguments, pick
 from brokergroup.spark.params import AuditParams
 from brokergroup.spark.transform import prepare
@@ -105,10 +104,9 @@ def audit(
 ) -> tuple[dict[str, Any], int]:
     """The Spark part of `run`: (summary, exit code).
 
-    The flat deduplicated lines and the sets' raft timeline are cached until the last table that
-    reads them is written;
-    every table is cached as it is written (`load.write_tables`) until the summary, the report and
-    the cross-check have used it."""
+    The flat deduplicated lines and the sets' raft timeline are kept (`checkpoint.keep`) until the
+    last table that reads them is written; every table is kept as it is written (`load.write_tables`)
+    until the summary, the report and the cross-check have used it."""
     out = settings.out
     out.mkdir(parents=True, exist_ok=True)
     total = 3 + len(transform.TABLES) + settings.report + settings.fail_on_violations
@@ -117,7 +115,7 @@ def audit(
         try:
             step("reading and deduplicating")
             raw = extract.read(spark, settings.input, files)
-            grouped = prepare.group_lines(raw).persist(StorageLevel.MEMORY_AND_DISK_DESER)
+            grouped = checkpoint.keep(prepare.group_lines(raw))
             try:
                 stats = load.first(prepare.line_stats(grouped))
                 if stats["events"] == 0:
@@ -127,7 +125,7 @@ def audit(
                 step("locating corrupt lines")
                 corrupt_files = extract.corrupt_lines_by_file(raw) if stats["corrupt"] else []
                 events = prepare.events_of(grouped)
-                timeline = prepare.raft_timeline(events).persist(StorageLevel.MEMORY_AND_DISK)
+                timeline = checkpoint.keep(prepare.raft_timeline(events))
 
                 def writing(name: str) -> None:
                     step(f"table {name}")
@@ -138,9 +136,9 @@ def audit(
                     derived = transform.derived_tables(events, timeline, written, settings.params)
                     written |= load.write_tables(derived, out / "tables", writing)
                 finally:
-                    timeline.unpersist()
+                    checkpoint.release([timeline])
             finally:
-                grouped.unpersist()
+                checkpoint.release([grouped])
             step("summary")
             values = load.summary_values(written)
             summary = load.summarize(spark, values, stats=stats, params=settings.params, corrupt_files=corrupt_files)
@@ -160,7 +158,7 @@ def audit(
                 if summary["crossCheck"]["status"] == "disagree":
                     code = CROSS_CHECK_FAILED
         finally:
-            load.unpersist(written)
+            checkpoint.release(written.values())
     return summary, code
 
 

@@ -4,8 +4,9 @@
 - `<out>/summary.json`: the headline numbers (`summarize`; fields in docs/audit.md);
 - `<out>/report.html` with PNG charts (`report`).
 
-Each table is cached as it is written, so the derived tables, the summary and the report use
-the rows just computed instead of reading the Parquet back or computing them again. The summary
+Each table is kept as it is written (`checkpoint.keep`), so the derived tables, the summary and the
+report use the rows just computed, as one-node plans, instead of reading the Parquet back or
+computing them again. The summary
 is one query (`summary_parts`): one single-row aggregate per table, as JSON, in one union.
 """
 
@@ -18,11 +19,10 @@ from functools import reduce
 from pathlib import Path
 from typing import Any
 
-from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from brokergroup.spark import contract
+from brokergroup.spark import checkpoint, contract
 from brokergroup.spark.params import AuditParams
 from brokergroup.spark.transform import sync_state
 
@@ -32,20 +32,15 @@ SUMMARY_VERSION = 1
 def write_tables(
     tables: dict[str, DataFrame], directory: Path, on_start: Callable[[str], None] | None = None
 ) -> dict[str, DataFrame]:
-    """Write every table as Parquet and return them cached (the write fills the cache); `on_start(name)`
-    before each. The caller unpersists them (`unpersist`)."""
-    cached = {}
+    """Write every table as Parquet and return them kept (the write fills the blocks); `on_start(name)`
+    before each. The caller releases them (`checkpoint.release`)."""
+    kept = {}
     for name, df in tables.items():
         if on_start is not None:
             on_start(name)
-        cached[name] = df.persist(StorageLevel.MEMORY_AND_DISK)
-        cached[name].write.mode("overwrite").parquet(str(directory / name))
-    return cached
-
-
-def unpersist(tables: dict[str, DataFrame]) -> None:
-    for df in tables.values():
-        df.unpersist()
+        kept[name] = checkpoint.keep(df)
+        kept[name].write.mode("overwrite").parquet(str(directory / name))
+    return kept
 
 
 def plain(row: Row) -> dict[str, Any]:

@@ -84,20 +84,6 @@ Unlike SMALL_INPUT_CONF it is fixed when the JVM starts: `brokergroup audit` dec
 session, `brokergroup bench audit` runs each input size in a JVM of its own."""
 
 
-JOB_CONF = {
-    # The job caches its tables as it writes them; let adaptive execution coalesce the cached plans'
-    # shuffle partitions too (otherwise every small table keeps 8 partitions and each read of it 8 tasks).
-    "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
-    # The audit reads JSON and has no bucketed tables, so this changes no plan; but while it is on, Spark's
-    # cache manager clones the session for every `persist` to turn it off for the cached plan (a session
-    # clone and, later, a forked `rm -rf` of the clone's artifact folder, for each of the job's 13 caches).
-    "spark.sql.sources.bucketing.autoBucketedScan.enabled": "false",
-}
-"""Runtime SQL settings of every audit run, whatever the input size and whoever built the session. With
-both, `persist` caches with the job's own session instead of a clone (`test_audit_session`). A small
-saving (docs/benchmarks.md, issue 20, tenth session): noisy in warm runs, not seen in a cold one."""
-
-
 def is_small(input_bytes: int | None) -> bool:
     """Whether an input of this size gets SMALL_INPUT_CONF; None (a URI Spark lists itself) is not small."""
     return input_bytes is not None and input_bytes < SMALL_INPUT_BYTES
@@ -105,11 +91,11 @@ def is_small(input_bytes: int | None) -> bool:
 
 @contextlib.contextmanager
 def sized_for(spark: SparkSession, input_bytes: int | None) -> Iterator[bool]:
-    """JOB_CONF for the block, and SMALL_INPUT_CONF when the input is small (yields whether it is), the
-    session's own values restored afterwards. The job runs in this, so `brokergroup audit`, the benchmark
+    """SMALL_INPUT_CONF for the block when the input is small (yields whether it is), the session's own
+    values restored afterwards. The job runs in this, so `brokergroup audit`, the benchmark
     and the tests run a given input with the same settings, whatever session they share."""
     small = is_small(input_bytes)
-    with runtime_settings(spark, JOB_CONF | (SMALL_INPUT_CONF if small else {})):
+    with runtime_settings(spark, SMALL_INPUT_CONF if small else {}):
         yield small
 
 
@@ -140,7 +126,7 @@ session: so it is a session setting (`sql_conf`), not one the job can switch per
 def sql_conf(*, shuffle_partitions: int, small_input: bool = False) -> dict[str, str]:
     """Session settings for any master, spark-submit's too: UTC dates, few shuffle partitions (audit
     inputs are MB to GB), no PySpark call-site capture, and, for small inputs, no code generation or adaptive
-    execution. JOB_CONF is not here: `sized_for` sets it for each run, whoever built the session."""
+    execution."""
     conf = {
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": str(shuffle_partitions),

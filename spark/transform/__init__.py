@@ -45,7 +45,7 @@ __all__ = ["BASE_TABLES", "DERIVED_TABLES", "TABLES", "AuditParams", "audit", "b
 
 
 def base_tables(events: DataFrame, timeline: DataFrame, params: AuditParams) -> dict[str, DataFrame]:
-    """`timeline`: `prepare.raft_timeline(events)` (the job caches it)."""
+    """`timeline`: `prepare.raft_timeline(events)` (the job keeps it: `checkpoint.keep`)."""
     positions = completeness.positions(events)
     tables = {
         "elections": elections.elections(timeline),

@@ -14,7 +14,7 @@ computes the group's columns:
 - `copies` counts the lines, `nodes` lists the nodes that hold one, and `conflicting` is true
   when the copies differ in anything but `node` (a raft log that diverged).
 
-The result is flat (the format's columns, not a nested struct), so the job caches it cheaply.
+The result is flat (the format's columns, not a nested struct), so the job keeps it cheaply.
 
 Raft events are ordered by (term, index, position, eventId): one Raft entry may carry batches of
 several broker sets (group commit), and `position` is the event's place in its entry. Lines
@@ -135,7 +135,7 @@ def raft_timeline(events: DataFrame) -> DataFrame:
     - `previousEpoch`, `previousEpochMaster`: masterEpoch and master of the set's previous record
       with a masterEpoch in the same segment.
 
-    The job caches it: elections, sync-state changes, risk windows and the epoch findings all read it.
+    The job keeps it: elections, sync-state changes, risk windows and the epoch findings all read it.
     """
     w = raft_order("brokerName")
     before = w.rowsBetween(Window.unboundedPreceding, -1)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 Record = dict[str, Any]
 Events = Callable[[list[Record]], "DataFrame"]
@@ -178,3 +178,8 @@ def expected(rows_: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def only(records: list[Record], **match: Any) -> list[Record]:
     """The records whose fields equal `match`."""
     return [r for r in records if all(r.get(k) == v for k, v in match.items())]
+
+
+def persistent_rdds(spark: SparkSession) -> int:
+    """How many RDDs the session keeps blocks of (cached or checkpointed)."""
+    return int(spark.sparkContext._jsc.getPersistentRDDs().size())

@@ -1,16 +1,17 @@
 """The session settings by input size (`session.sized_for`, `session.local_conf`): a small input runs
 without code generation or adaptive execution, with 1 shuffle partition and a quick-JIT-only JVM,
-whoever built the session; the session's own values come back afterwards. Whatever the size, the job's
-caches are built in the job's own session, not a clone per cache. And the summary query
+whoever built the session; the session's own values come back afterwards. A frame the job keeps
+(`checkpoint.keep`) is one node in later plans, computed once, until released. And the summary query
 keeps a part whose aggregate is null (no rows) as null (`load.summary_values`)."""
 
 from __future__ import annotations
 
-from audit_factories import Events, Scenario
+import pytest
+from audit_factories import Events, Scenario, persistent_rdds
 from pyspark.errors import utils as pyspark_errors
 from pyspark.sql import DataFrame, SparkSession
 
-from brokergroup.spark import contract, load, session, transform
+from brokergroup.spark import checkpoint, contract, explain, load, session, transform
 from brokergroup.spark.params import AuditParams
 
 SUMMARY_PARTS = (
@@ -46,31 +47,34 @@ def test_a_large_input_or_a_uri_keeps_the_session_settings(spark: SparkSession) 
             assert spark.conf.get("spark.sql.shuffle.partitions") == before
 
 
-def cached_in_a_clone(spark: SparkSession, df: DataFrame) -> bool:
-    """Whether Spark's cache manager built the cached plan of `df` (persisted) in a clone of the session."""
-    relation = spark._jsparkSession.sharedState().cacheManager().lookupCachedData(df._jdf).get()
-    return not relation.cachedRepresentation().cacheBuilder().cachedPlan().session().equals(spark._jsparkSession)
+def plan_nodes(df: DataFrame) -> int:
+    """How many operators the analysed plan of `df` has (one line each in its tree string)."""
+    return int(df._jdf.queryExecution().analyzed().treeString().count("\n"))
 
 
-def test_the_job_caches_in_its_own_session_not_a_clone_per_cache(spark: SparkSession) -> None:
-    # Spark's defaults, under which every persist clones the session; the shared session gets them back.
-    cloning = {
-        "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "false",
-        "spark.sql.sources.bucketing.autoBucketedScan.enabled": "true",
-    }
-    assert set(cloning) == set(session.JOB_CONF)
-    with session.runtime_settings(spark, cloning):
-        outside = spark.range(3).selectExpr("id * 3 AS x").persist()
-        assert cached_in_a_clone(spark, outside)  # the check can tell
-        outside.unpersist()
-        for size in (1024, session.SMALL_INPUT_BYTES, None):
-            with session.sized_for(spark, size):
-                df = spark.range(3).selectExpr(f"id + {size or 0} AS x").persist()
-                try:
-                    assert not cached_in_a_clone(spark, df), size
-                finally:
-                    df.unpersist()
-            assert {key: spark.conf.get(key) for key in cloning} == cloning
+def one_action(spark: SparkSession, df: DataFrame) -> explain.RunStats:
+    with explain.tracked(spark.sparkContext) as group:
+        assert df.count() == 7
+    return explain.RunStats.of(spark.sparkContext, group)
+
+
+def test_a_kept_frame_is_one_node_computed_once_until_released(spark: SparkSession) -> None:
+    before = persistent_rdds(spark)
+    built = spark.range(0, 50, 1, 4).selectExpr("id % 7 AS k").groupBy("k").count()  # 4 partitions: a shuffle
+    assert plan_nodes(built) > 2
+    kept = checkpoint.keep(built)
+    assert plan_nodes(kept) == 1
+    assert plan_nodes(kept.where("k > 2")) == 2  # a step on it plans only what it adds
+    assert sorted(r.k for r in kept.collect()) == list(range(7))  # the first action fills the blocks
+    assert persistent_rdds(spark) == before + 1
+    again = one_action(spark, built)
+    assert (again.stages, again.skipped_stages) == (2, 0)  # the frame itself is computed again, shuffle and all
+    read = one_action(spark, kept)
+    assert (read.stages, read.skipped_stages, read.shuffle_read_bytes) == (1, 0, 0)  # the kept one: its blocks
+    checkpoint.release([kept])
+    assert persistent_rdds(spark) == before
+    with pytest.raises(Exception, match="CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND"):
+        kept.count()
 
 
 def test_a_session_the_audit_builds_has_no_pyspark_call_site_capture(spark: SparkSession) -> None:
