@@ -33,13 +33,18 @@ def write_tables(
     tables: dict[str, DataFrame], directory: Path, on_start: Callable[[str], None] | None = None
 ) -> dict[str, DataFrame]:
     """Write every table as Parquet and return them kept (the write fills the blocks); `on_start(name)`
-    before each. The caller releases them (`checkpoint.release`)."""
-    kept = {}
-    for name, df in tables.items():
-        if on_start is not None:
-            on_start(name)
-        kept[name] = checkpoint.keep(df)
-        kept[name].write.mode("overwrite").parquet(str(directory / name))
+    before each. The caller releases them (`checkpoint.release`); a write that fails releases those
+    kept so far."""
+    kept: dict[str, DataFrame] = {}
+    try:
+        for name, df in tables.items():
+            if on_start is not None:
+                on_start(name)
+            kept[name] = checkpoint.keep(df)
+            kept[name].write.mode("overwrite").parquet(str(directory / name))
+    except BaseException:
+        checkpoint.release(kept.values())
+        raise
     return kept
 
 

@@ -1,10 +1,13 @@
 """The session settings by input size (`session.sized_for`, `session.local_conf`): a small input runs
 without code generation or adaptive execution, with 1 shuffle partition and a quick-JIT-only JVM,
 whoever built the session; the session's own values come back afterwards. A frame the job keeps
-(`checkpoint.keep`) is one node in later plans, computed once, until released. And the summary query
-keeps a part whose aggregate is null (no rows) as null (`load.summary_values`)."""
+(`checkpoint.keep`) is one node in later plans, computed once, until released (a failed table write
+releases those kept before it). And the summary query keeps a part whose aggregate is null (no rows)
+as null (`load.summary_values`)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from audit_factories import Events, Scenario, persistent_rdds
@@ -75,6 +78,15 @@ def test_a_kept_frame_is_one_node_computed_once_until_released(spark: SparkSessi
     assert persistent_rdds(spark) == before
     with pytest.raises(Exception, match="CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND"):
         kept.count()
+
+
+def test_a_failed_table_write_releases_the_tables_kept_before_it(spark: SparkSession, tmp_path: Path) -> None:
+    before = persistent_rdds(spark)
+    tables = {"good": spark.range(3), "bad": spark.range(1).selectExpr("raise_error('planted') AS x")}
+    with pytest.raises(Exception, match="planted"):
+        load.write_tables(tables, tmp_path)
+    assert (tmp_path / "good" / "_SUCCESS").exists()  # the first table was written, and kept
+    assert persistent_rdds(spark) == before
 
 
 def test_a_session_the_audit_builds_has_no_pyspark_call_site_capture(spark: SparkSession) -> None:
