@@ -15,8 +15,9 @@ Spark otherwise keeps until the driver's garbage collector drops the frame.
 
 The price of no lineage: an executor lost during the run takes its blocks with it, and the next
 action that needs them fails (`CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND`) instead of recomputing them.
-With a local master there is no other executor to lose; on Kubernetes the audit Job runs again
-(`backoffLimit`), and a run overwrites its outputs (docs/audit.md, failure modes).
+With a local master there is no other executor to lose; on Kubernetes the run fails and is run
+again by hand or at the schedule's next time, and a run overwrites its outputs (docs/audit.md, "A lost
+executor fails the run").
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@
 
 Each table is kept as it is written (`checkpoint.keep`), so the derived tables, the summary and the
 report use the rows just computed, as one-node plans, instead of reading the Parquet back or
-computing them again. The summary
-is one query (`summary_parts`): one single-row aggregate per table, as JSON, in one union.
+computing them again. The summary is one query (`summary_parts`): one single-row aggregate per
+table, as JSON, in one union.
 """
 
 from __future__ import annotations
