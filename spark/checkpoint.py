@@ -26,10 +26,24 @@ from collections.abc import Iterable
 
 from pyspark.sql import DataFrame
 
+from brokergroup.spark import session
 
-def keep(df: DataFrame) -> DataFrame:
-    """`df` as a one-node frame over rows computed once, by the first action that reads it."""
-    return df.localCheckpoint(eager=False)
+ADAPTIVE = "spark.sql.adaptive.enabled"
+
+
+def keep(df: DataFrame, *, partitioned: bool = False) -> DataFrame:
+    """`df` as a one-node frame over rows computed once, by the first action that reads it.
+
+    `partitioned`: plan `df` without adaptive execution, so that the frame keeps the partitioning of
+    its last shuffle and a later window or aggregation by the same keys does not shuffle its rows
+    again. Adaptive execution decides the partitions only when it runs (it coalesces small ones), so
+    a frame it planned has unknown partitioning in later plans. A frame is planned once, by its first
+    use, so pass one not used yet; and the setting is the session's, so plan nothing else meanwhile
+    (the job keeps the timeline before its table writes start)."""
+    if not partitioned:
+        return df.localCheckpoint(eager=False)
+    with session.runtime_settings(df.sparkSession, {ADAPTIVE: "false"}):
+        return df.localCheckpoint(eager=False)
 
 
 def release(frames: Iterable[DataFrame]) -> None:

@@ -125,7 +125,7 @@ def audit(
                 step("locating corrupt lines")
                 corrupt_files = extract.corrupt_lines_by_file(raw) if stats["corrupt"] else []
                 events = prepare.events_of(grouped)
-                timeline = checkpoint.keep(prepare.raft_timeline(events))
+                timeline = checkpoint.keep(prepare.raft_timeline(events), partitioned=True)
 
                 def writing(name: str) -> None:
                     step(f"table {name}")

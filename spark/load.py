@@ -12,13 +12,16 @@ table, as JSON, in one union.
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime as dt
 import json
+import threading
 from collections.abc import Callable
 from functools import reduce
 from pathlib import Path
 from typing import Any
 
+from pyspark import inheritable_thread_target
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
@@ -29,23 +32,59 @@ from brokergroup.spark.transform import sync_state
 SUMMARY_VERSION = 1
 
 
+WRITERS = 2
+"""Tables written at once. A small input runs each table's query as one task, which leaves the second
+core of a `local[2]` driver idle while the first runs it and the driver plans the next; two writes at a
+time keep both busy (docs/benchmarks.md, issue 20, twelfth session)."""
+
+
 def write_tables(
-    tables: dict[str, DataFrame], directory: Path, on_start: Callable[[str], None] | None = None
+    tables: dict[str, DataFrame],
+    directory: Path,
+    on_start: Callable[[str], None] | None = None,
+    writers: int = WRITERS,
 ) -> dict[str, DataFrame]:
-    """Write every table as Parquet and return them kept (the write fills the blocks); `on_start(name)`
-    before each. The caller releases them (`checkpoint.release`); a write that fails releases those
-    kept so far."""
+    """Write every table as Parquet, `writers` at a time, and return them kept (the write fills the
+    blocks), in the order given; `on_start(name)` as each write starts. The caller releases them
+    (`checkpoint.release`). If a write fails, no other write starts, those running are waited for,
+    every table kept is released, and the failure of the first table (in the order given) that failed
+    is raised.
+
+    Each write runs in a thread of the pool with the caller's Spark local properties (its job group:
+    `explain.tracked`), copied for each write, since a query sets its execution id in them."""
     kept: dict[str, DataFrame] = {}
-    try:
-        for name, df in tables.items():
+    failed = threading.Event()
+
+    def write(name: str, df: DataFrame) -> None:
+        if failed.is_set():  # a write failed: start no other (the pool may take this up before the wait ends)
+            return
+        try:
             if on_start is not None:
                 on_start(name)
             kept[name] = checkpoint.keep(df)
             kept[name].write.mode("overwrite").parquet(str(directory / name))
-    except BaseException:
+        except BaseException:
+            failed.set()
+            raise
+
+    futures: list[concurrent.futures.Future[None]] = []
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=writers, thread_name_prefix="audit-write") as pool:
+            try:
+                for name, df in tables.items():
+                    futures.append(pool.submit(inheritable_thread_target(df.sparkSession)(write), name, df))
+                concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
+            finally:
+                for future in futures:
+                    future.cancel()  # those not started yet
+    except BaseException:  # interrupted (the writes themselves fail in their futures)
         checkpoint.release(kept.values())
         raise
-    return kept
+    failures = [e for f in futures if not f.cancelled() and (e := f.exception()) is not None]
+    if failures:
+        checkpoint.release(kept.values())
+        raise failures[0]
+    return {name: kept[name] for name in tables}
 
 
 def plain(row: Row) -> dict[str, Any]:

@@ -1,12 +1,14 @@
 """The session settings by input size (`session.sized_for`, `session.local_conf`): a small input runs
 without code generation or adaptive execution, with 1 shuffle partition and a quick-JIT-only JVM,
 whoever built the session; the session's own values come back afterwards. A frame the job keeps
-(`checkpoint.keep`) is one node in later plans, computed once, until released (a failed table write
-releases those kept before it). And the summary query keeps a part whose aggregate is null (no rows)
+(`checkpoint.keep`) is one node in later plans, computed once, until released, and one planned
+`partitioned` keeps its partitioning. Tables are written two at a time, in the caller's job group, and
+a failed write releases every table kept. And the summary query keeps a part whose aggregate is null (no rows)
 as null (`load.summary_values`)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -80,13 +82,64 @@ def test_a_kept_frame_is_one_node_computed_once_until_released(spark: SparkSessi
         kept.count()
 
 
-def test_a_failed_table_write_releases_the_tables_kept_before_it(spark: SparkSession, tmp_path: Path) -> None:
+def test_a_kept_frame_planned_partitioned_keeps_its_partitioning(spark: SparkSession) -> None:
+    def shuffles(kept: DataFrame) -> bool:
+        counted = kept.groupBy("k").count()  # by the keys `kept` is partitioned by
+        assert sorted(r["count"] for r in counted.collect()) == [1] * 7
+        return "Exchange hashpartitioning" in str(counted._jdf.queryExecution().executedPlan())
+
+    with session.runtime_settings(spark, {checkpoint.ADAPTIVE: "true", "spark.sql.shuffle.partitions": "4"}):
+
+        def built() -> DataFrame:  # a new frame each time: a frame is planned once, by its first use
+            return spark.range(0, 50, 1, 4).selectExpr("id % 7 AS k").groupBy("k").count()  # a shuffle by k
+
+        partitioned, plain = checkpoint.keep(built(), partitioned=True), checkpoint.keep(built())
+        assert spark.conf.get(checkpoint.ADAPTIVE) == "true"  # planned without, and the setting back
+        try:
+            assert not shuffles(partitioned)
+            assert shuffles(plain)  # adaptive execution left its partitioning unknown
+        finally:
+            checkpoint.release([partitioned, plain])
+
+
+def test_table_writes_run_two_at_a_time_in_the_caller_s_job_group(spark: SparkSession, tmp_path: Path) -> None:
+    tables = {name: spark.range(3) for name in ("first", "second", "third")}
+    second_started = threading.Event()
+    overlapped: list[bool] = []
+
+    def on_start(name: str) -> None:
+        if name == "first":  # one at a time, "second" would start only after this returns: the wait times out
+            overlapped.append(second_started.wait(timeout=60))
+        elif name == "second":
+            second_started.set()
+
+    with explain.tracked(spark.sparkContext) as group:
+        kept = load.write_tables(tables, tmp_path, on_start)
+    try:
+        assert overlapped == [True]
+        assert list(kept) == list(tables)  # in the order given
+        assert all((tmp_path / name / "_SUCCESS").exists() for name in tables)
+        assert explain.RunStats.of(spark.sparkContext, group).jobs >= len(tables)  # the writes' jobs are the run's
+    finally:
+        checkpoint.release(kept.values())
+
+
+def test_a_failed_table_write_releases_every_table_kept(spark: SparkSession, tmp_path: Path) -> None:
     before = persistent_rdds(spark)
     tables = {"good": spark.range(3), "bad": spark.range(1).selectExpr("raise_error('planted') AS x")}
     with pytest.raises(Exception, match="planted"):
-        load.write_tables(tables, tmp_path)
+        load.write_tables(tables, tmp_path, writers=1)  # one at a time: "good" surely starts
     assert (tmp_path / "good" / "_SUCCESS").exists()  # the first table was written, and kept
     assert persistent_rdds(spark) == before
+
+
+def test_after_a_failed_table_write_no_other_write_starts(spark: SparkSession, tmp_path: Path) -> None:
+    tables = {"bad": spark.range(1).selectExpr("raise_error('planted') AS x"), "later": spark.range(3)}
+    started: list[str] = []
+    with pytest.raises(Exception, match="planted"):
+        load.write_tables(tables, tmp_path, started.append, writers=1)
+    assert started == ["bad"]
+    assert not (tmp_path / "later").exists()
 
 
 def test_a_session_the_audit_builds_has_no_pyspark_call_site_capture(spark: SparkSession) -> None:
