@@ -40,9 +40,7 @@ def keep(df: DataFrame, *, partitioned: bool = False) -> DataFrame:
     a frame it planned has unknown partitioning in later plans. A frame is planned once, by its first
     use, so pass one not used yet; and the setting is the session's, so plan nothing else meanwhile
     (the job keeps the timeline before its table writes start)."""
-    if not partitioned:
-        return df.localCheckpoint(eager=False)
-    with session.runtime_settings(df.sparkSession, {ADAPTIVE: "false"}):
+    with session.runtime_settings(df.sparkSession, {ADAPTIVE: "false"} if partitioned else {}):
         return df.localCheckpoint(eager=False)
 
 

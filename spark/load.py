@@ -56,7 +56,7 @@ def write_tables(
     failed = threading.Event()
 
     def write(name: str, df: DataFrame) -> None:
-        if failed.is_set():  # a write failed: start no other (the pool may take this up before the wait ends)
+        if failed.is_set():  # a write failed (or the caller was interrupted): start no other
             return
         try:
             if on_start is not None:
@@ -70,17 +70,13 @@ def write_tables(
     futures: list[concurrent.futures.Future[None]] = []
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=writers, thread_name_prefix="audit-write") as pool:
-            try:
-                for name, df in tables.items():
-                    futures.append(pool.submit(inheritable_thread_target(df.sparkSession)(write), name, df))
-                concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
-            finally:
-                for future in futures:
-                    future.cancel()  # those not started yet
-    except BaseException:  # interrupted (the writes themselves fail in their futures)
+            for name, df in tables.items():
+                futures.append(pool.submit(inheritable_thread_target(df.sparkSession)(write), name, df))
+    except BaseException:  # interrupted while waiting (a write's own failure stays in its future)
+        failed.set()
         checkpoint.release(kept.values())
         raise
-    failures = [e for f in futures if not f.cancelled() and (e := f.exception()) is not None]
+    failures = [e for f in futures if (e := f.exception()) is not None]
     if failures:
         checkpoint.release(kept.values())
         raise failures[0]
