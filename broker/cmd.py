@@ -122,6 +122,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def run_broker_cmd(args: argparse.Namespace) -> int:
+    from brokergroup.broker.errors import BrokerStartError
     from brokergroup.broker.node import run_broker
 
     skip = ("config", "func", "overrides", "command")
@@ -130,7 +131,11 @@ def run_broker_cmd(args: argparse.Namespace) -> int:
         BrokerSettings, config_file=args.config, flags=deep_merge(nested(flags), parse_overrides(args.overrides))
     )
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    eventloop.run(run_broker(settings))
+    try:
+        eventloop.run(run_broker(settings))
+    except BrokerStartError as exc:
+        print(f"brokergroup broker: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

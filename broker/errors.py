@@ -7,6 +7,8 @@
   damage. `CorruptLogError` is never raised for a torn tail (that is cut on open and logged); it
   means valid data follows a damaged record, so repairing it silently would lose messages.
   `DiskFullError`: a write refused (below the free-space threshold) or undone (ENOSPC).
+- `BrokerStartError`: registration or replication could not start (an identity file of another set,
+  the replication port taken); the broker process stops with it, for its supervisor to restart.
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ from __future__ import annotations
 
 class BrokerError(Exception):
     """Base of every error the broker raises on purpose."""
+
+
+class BrokerStartError(BrokerError):
+    """The broker could not take its role; `run_broker` raises it after stopping everything."""
 
 
 class InvalidMessageError(BrokerError):

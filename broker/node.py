@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 
@@ -15,6 +16,7 @@ from brokergroup.broker.api import BrokerContext, create_app
 from brokergroup.broker.binary_server import BinaryServer
 from brokergroup.broker.cleaner import RetentionTask
 from brokergroup.broker.controller_dns import ControllerDns
+from brokergroup.broker.errors import BrokerStartError
 from brokergroup.broker.ha.service import HAService
 from brokergroup.broker.metrics import BrokerMetrics
 from brokergroup.broker.role import RoleManager
@@ -56,6 +58,7 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event | None = N
     ):
         host = settings.advertise_host or settings.host
         role: RoleManager | None = None
+        failed: list[BaseException] = []
 
         def make_ha(broker_id: int) -> HAService:
             assert role is not None
@@ -82,7 +85,7 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event | None = N
             ctx.binary_address = f"{host}:{bound}"
         flusher.start()
         retention.start()
-        role.start()
+        role.start().add_done_callback(functools.partial(_role_ended, failed, stop))
         if dns is not None:
             role.set_controller_addresses(dns.addresses)  # the names' first answer
             dns.on_change = role.set_controller_addresses
@@ -111,3 +114,14 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event | None = N
             await runner.cleanup()
             store.close()
             logger.info("broker stopped")
+    if failed:
+        raise BrokerStartError(f"the broker could not take its role: {failed[0]}") from failed[0]
+
+
+def _role_ended(failed: list[BaseException], stop: asyncio.Event, task: asyncio.Task[None]) -> None:
+    exc = None if task.cancelled() else task.exception()
+    if exc is None:
+        return
+    logger.error("the broker could not take its role, stopping: %s", exc)
+    failed.append(exc)
+    stop.set()

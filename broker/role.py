@@ -177,14 +177,21 @@ class RoleManager:
         """Readiness waits for this too (the pod label's first patch, which clears a stale `role=master`)."""
 
     # ---- lifecycle ----------------------------------------------------------------------------
-    def start(self) -> None:
-        self._tasks.append(asyncio.get_running_loop().create_task(self._run()))
+    def start(self) -> asyncio.Task[None]:
+        """Register, start replication, follow the controller. The task ends only if that start fails (an
+        identity file of another set, the replication port taken): the process must then stop, as a broker
+        that never learns its role stays fenced and says nothing."""
+        task = asyncio.get_running_loop().create_task(self._run())
+        self._tasks.append(task)
+        return task
 
     async def close(self) -> None:
         tasks = [*self._tasks, *self._beats.values(), *([self._follow] if self._follow else [])]
         for task in tasks:
             task.cancel()
         for task in tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                continue  # ended by a failure its owner was told of (`start`)
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         for stream in self._streams:

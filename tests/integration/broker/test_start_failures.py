@@ -1,0 +1,64 @@
+"""A broker that cannot take its role stops, with an error naming why, instead of staying up fenced and
+silent (it once did: its role task died, the API kept answering "not learned its role yet", and the cause
+was printed only when the process was told to stop). Real broker and controller processes."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+from brokergroup.local.brokers import BrokerSet
+from brokergroup.local.controllers import ControllerGroup
+from brokergroup.local.processes import tail
+from tests.integration.broker.conftest import make_set
+
+
+def exit_code(brokers: BrokerSet, index: int, timeout: float = 60) -> int:
+    """The replica's exit code once it has exited; fails after `timeout` seconds with its log's end."""
+    node = brokers.nodes[index]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert node.proc is not None
+        code = node.proc.poll()
+        if code is not None:
+            return code
+        time.sleep(0.05)
+    raise AssertionError(f"{node.name} still runs after {timeout} s; its log ends with:\n{tail(node.log_path, 15)}")
+
+
+def test_a_broker_whose_replication_port_is_taken_exits_naming_it(
+    controller_group: ControllerGroup, tmp_path: Path
+) -> None:
+    brokers = make_set(tmp_path, controller_group, [])
+    node = brokers.nodes[0]
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.bind(("127.0.0.1", node.ha_port))
+        holder.listen()
+        try:
+            brokers.start(0)
+            assert exit_code(brokers, 0) == 1
+        finally:
+            brokers.stop_all()
+    log = node.log_path.read_text()
+    assert "the broker could not take its role, stopping" in log, log
+    assert "brokergroup broker: the broker could not take its role: " in log, log
+    assert str(node.ha_port) in log.rsplit("could not take its role: ", 1)[1], log
+    assert "Traceback" not in log, log
+
+
+def test_a_broker_with_another_set_s_identity_refuses_to_start(
+    controller_group: ControllerGroup, tmp_path: Path
+) -> None:
+    brokers = make_set(tmp_path, controller_group, [])
+    node = brokers.nodes[0]
+    node.data_dir.mkdir(parents=True)
+    (node.data_dir / "brokerIdentity").write_text("other-cluster#other-set#1")
+    try:
+        brokers.start(0)
+        assert exit_code(brokers, 0) == 1
+    finally:
+        brokers.stop_all()
+    log = node.log_path.read_text()
+    assert "belongs to other-cluster/other-set, but this broker is configured as it/bs; refusing to start" in log
+    assert (node.data_dir / "brokerIdentity").read_text() == "other-cluster#other-set#1"  # left as it was
