@@ -122,7 +122,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def run_broker_cmd(args: argparse.Namespace) -> int:
-    from brokergroup.broker.errors import BrokerStartError
+    from brokergroup.broker.errors import RoleFailedError
     from brokergroup.broker.node import run_broker
 
     skip = ("config", "func", "overrides", "command")
@@ -133,7 +133,7 @@ def run_broker_cmd(args: argparse.Namespace) -> int:
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         eventloop.run(run_broker(settings))
-    except BrokerStartError as exc:
+    except RoleFailedError as exc:
         print(f"brokergroup broker: {exc}", file=sys.stderr)
         return 1
     return 0

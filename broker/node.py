@@ -16,7 +16,7 @@ from brokergroup.broker.api import BrokerContext, create_app
 from brokergroup.broker.binary_server import BinaryServer
 from brokergroup.broker.cleaner import RetentionTask
 from brokergroup.broker.controller_dns import ControllerDns
-from brokergroup.broker.errors import BrokerStartError
+from brokergroup.broker.errors import RoleFailedError
 from brokergroup.broker.ha.service import HAService
 from brokergroup.broker.metrics import BrokerMetrics
 from brokergroup.broker.role import RoleManager
@@ -58,7 +58,7 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event | None = N
     ):
         host = settings.advertise_host or settings.host
         role: RoleManager | None = None
-        failed: list[BaseException] = []
+        failures: list[tuple[str, BaseException]] = []
 
         def make_ha(broker_id: int) -> HAService:
             assert role is not None
@@ -85,7 +85,8 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event | None = N
             ctx.binary_address = f"{host}:{bound}"
         flusher.start()
         retention.start()
-        role.start().add_done_callback(functools.partial(_role_ended, failed, stop))
+        role.on_failure = functools.partial(_role_failed, failures, stop)
+        role.start()
         if dns is not None:
             role.set_controller_addresses(dns.addresses)  # the names' first answer
             dns.on_change = role.set_controller_addresses
@@ -114,14 +115,15 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event | None = N
             await runner.cleanup()
             store.close()
             logger.info("broker stopped")
-    if failed:
-        raise BrokerStartError(f"the broker could not take its role: {failed[0]}") from failed[0]
+    if failures:
+        what, error = failures[0]
+        raise RoleFailedError(f"the broker stopped: its {what} failed: {error}") from error
 
 
-def _role_ended(failed: list[BaseException], stop: asyncio.Event, task: asyncio.Task[None]) -> None:
-    exc = None if task.cancelled() else task.exception()
-    if exc is None:
-        return
-    logger.error("the broker could not take its role, stopping: %s", exc)
-    failed.append(exc)
+def _role_failed(
+    failures: list[tuple[str, BaseException]], stop: asyncio.Event, what: str, error: BaseException
+) -> None:
+    """The role lost a task it depends on (`RoleManager.on_failure`): stop the process, saying why."""
+    logger.error("the broker stops: its %s failed: %s", what, error)
+    failures.append((what, error))
     stop.set()

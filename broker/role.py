@@ -29,7 +29,7 @@ import dataclasses
 import enum
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 import aiohttp
@@ -175,15 +175,26 @@ class RoleManager:
         """Told (role, master epoch, broker id) on every role change; `podlabels` relabels the pod. Must not block."""
         self.ready_gate: Callable[[], bool] = lambda: True
         """Readiness waits for this too (the pod label's first patch, which clears a stale `role=master`)."""
+        self.on_failure: Callable[[str, BaseException], None] | None = None
+        """Told (what, error) when a task the role depends on ends with an error: the start (registration,
+        replication), following the controller or a master, a heartbeat stream, the sync-state-set check.
+        Such a broker would stay up fenced or stale and say nothing, so the process stops (`node`)."""
 
     # ---- lifecycle ----------------------------------------------------------------------------
-    def start(self) -> asyncio.Task[None]:
-        """Register, start replication, follow the controller. The task ends only if that start fails (an
-        identity file of another set, the replication port taken): the process must then stop, as a broker
-        that never learns its role stays fenced and says nothing."""
-        task = asyncio.get_running_loop().create_task(self._run())
-        self._tasks.append(task)
+    def start(self) -> None:
+        """Register, start replication, follow the controller (`on_failure` if that fails)."""
+        self._tasks.append(self._lasting(self._run(), "start"))
+
+    def _lasting(self, work: Coroutine[Any, Any, None], what: str) -> asyncio.Task[None]:
+        """A task of the role's that must not end with an error: if it does, `on_failure` is told."""
+        task = asyncio.get_running_loop().create_task(work, name=what)
+        task.add_done_callback(self._ended)
         return task
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        error = None if task.cancelled() else task.exception()
+        if error is not None and self.on_failure is not None:
+            self.on_failure(task.get_name(), error)
 
     async def close(self) -> None:
         tasks = [*self._tasks, *self._beats.values(), *([self._follow] if self._follow else [])]
@@ -191,7 +202,7 @@ class RoleManager:
             task.cancel()
         for task in tasks:
             if task.done() and not task.cancelled() and task.exception() is not None:
-                continue  # ended by a failure its owner was told of (`start`)
+                continue  # its failure was told (`on_failure`)
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         for stream in self._streams:
@@ -209,7 +220,6 @@ class RoleManager:
         assert self.broker_id is not None
         self.ha = self._make_ha(self.broker_id)
         await self.ha.start()
-        loop = asyncio.get_running_loop()
         await self._heartbeat_once()
         self._beating = True
         self._start_beats()
@@ -218,8 +228,8 @@ class RoleManager:
             await self.apply(decision)
         else:
             await self.broker_elect()
-        self._tasks.append(loop.create_task(self._sync_loop()))
-        self._tasks.append(loop.create_task(self._check_loop()))
+        self._tasks.append(self._lasting(self._sync_loop(), "following the controller"))
+        self._tasks.append(self._lasting(self._check_loop(), "sync-state-set check"))
 
     # ---- registration -------------------------------------------------------------------------
     async def _register_until_done(self) -> protocol.RegisterResponse:
@@ -324,10 +334,11 @@ class RoleManager:
 
     def _start_beats(self) -> None:
         """A heartbeat loop for each stream that has none."""
-        loop = asyncio.get_running_loop()
         for stream in self._streams:
             if stream.address not in self._beats:
-                self._beats[stream.address] = loop.create_task(self._heartbeat_loop(stream))
+                self._beats[stream.address] = self._lasting(
+                    self._heartbeat_loop(stream), f"heartbeats to {stream.address}"
+                )
 
     @staticmethod
     async def _retire(beats: asyncio.Task[None] | None, stream: HeartbeatStream) -> None:
@@ -482,8 +493,8 @@ class RoleManager:
                 self._follow = None
             assert decision.master_address is not None
             if not self.admin_fenced:
-                self._follow = asyncio.get_running_loop().create_task(
-                    self._follow_master(decision.master_address, decision.master_epoch)
+                self._follow = self._lasting(
+                    self._follow_master(decision.master_address, decision.master_epoch), "following the master"
                 )
             logger.info(
                 "now SLAVE of %s (master %s at %s, epoch %s)",
@@ -518,8 +529,8 @@ class RoleManager:
                     self._follow = None
                 await self.ha.stop()  # the master sees the link close and shrinks the sync-state-set
             elif self.master_address is not None:
-                self._follow = asyncio.get_running_loop().create_task(
-                    self._follow_master(self.master_address, self.master_epoch)
+                self._follow = self._lasting(
+                    self._follow_master(self.master_address, self.master_epoch), "following the master"
                 )
 
     def set_writable(self, writable: bool) -> None:

@@ -1,6 +1,7 @@
 """A broker that cannot take its role stops, with an error naming why, instead of staying up fenced and
-silent (it once did: its role task died, the API kept answering "not learned its role yet", and the cause
-was printed only when the process was told to stop). Real broker and controller processes."""
+silent (it once did: its role's start task died, the API kept answering "not learned its role yet", and
+the cause was printed only when the process was told to stop). Real broker and controller processes;
+tests/unit/broker/test_role_failures.py covers the role's other tasks."""
 
 from __future__ import annotations
 
@@ -41,9 +42,9 @@ def test_a_broker_whose_replication_port_is_taken_exits_naming_it(
         finally:
             brokers.stop_all()
     log = node.log_path.read_text()
-    assert "the broker could not take its role, stopping" in log, log
-    assert "brokergroup broker: the broker could not take its role: " in log, log
-    assert str(node.ha_port) in log.rsplit("could not take its role: ", 1)[1], log
+    assert "ERROR brokergroup.broker.node: the broker stops: its start failed: " in log, log
+    assert "brokergroup broker: the broker stopped: its start failed: " in log, log
+    assert str(node.ha_port) in log.rsplit("brokergroup broker: ", 1)[1], log
     assert "Traceback" not in log, log
 
 
@@ -60,5 +61,8 @@ def test_a_broker_with_another_set_s_identity_refuses_to_start(
     finally:
         brokers.stop_all()
     log = node.log_path.read_text()
-    assert "belongs to other-cluster/other-set, but this broker is configured as it/bs; refusing to start" in log
+    message = "belongs to other-cluster/other-set, but this broker is configured as it/bs; refusing to start"
+    assert (
+        f"brokergroup broker: the broker stopped: its start failed: {node.data_dir / 'brokerIdentity'} {message}" in log
+    ), log
     assert (node.data_dir / "brokerIdentity").read_text() == "other-cluster#other-set#1"  # left as it was
