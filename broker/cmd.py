@@ -122,7 +122,6 @@ def add_parsers(sub: Any) -> None:
 
 
 def run_broker_cmd(args: argparse.Namespace) -> int:
-    from brokergroup.broker.errors import RoleFailedError
     from brokergroup.broker.node import run_broker
 
     skip = ("config", "func", "overrides", "command")
@@ -131,11 +130,7 @@ def run_broker_cmd(args: argparse.Namespace) -> int:
         BrokerSettings, config_file=args.config, flags=deep_merge(nested(flags), parse_overrides(args.overrides))
     )
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        eventloop.run(run_broker(settings))
-    except RoleFailedError as exc:
-        print(f"brokergroup broker: {exc}", file=sys.stderr)
-        return 1
+    eventloop.run(run_broker(settings))
     return 0
 
 

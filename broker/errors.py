@@ -7,9 +7,6 @@
   damage. `CorruptLogError` is never raised for a torn tail (that is cut on open and logged); it
   means valid data follows a damaged record, so repairing it silently would lose messages.
   `DiskFullError`: a write refused (below the free-space threshold) or undone (ENOSPC).
-- `RoleFailedError`: a task the broker's role depends on failed (at start: an identity file of
-  another set, the replication port taken); the broker process stops with it, for its supervisor
-  to restart.
 """
 
 from __future__ import annotations
@@ -17,11 +14,6 @@ from __future__ import annotations
 
 class BrokerError(Exception):
     """Base of every error the broker raises on purpose."""
-
-
-class RoleFailedError(BrokerError):
-    """A task of the broker's role failed (`RoleManager.on_failure`); `run_broker` raises it after
-    stopping everything."""
 
 
 class InvalidMessageError(BrokerError):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import signal
 
@@ -16,7 +15,6 @@ from brokergroup.broker.api import BrokerContext, create_app
 from brokergroup.broker.binary_server import BinaryServer
 from brokergroup.broker.cleaner import RetentionTask
 from brokergroup.broker.controller_dns import ControllerDns
-from brokergroup.broker.errors import RoleFailedError
 from brokergroup.broker.ha.service import HAService
 from brokergroup.broker.metrics import BrokerMetrics
 from brokergroup.broker.role import RoleManager
@@ -24,6 +22,7 @@ from brokergroup.broker.service import PutPath
 from brokergroup.broker.settings import BrokerSettings
 from brokergroup.broker.store.flusher import GroupCommitFlusher
 from brokergroup.broker.store.message_store import MessageStore
+from brokergroup.common import lasting
 from brokergroup.controller.client import ControllerClient
 
 logger = logging.getLogger(__name__)
@@ -32,6 +31,7 @@ logger = logging.getLogger(__name__)
 async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event | None = None) -> None:
     loop = asyncio.get_running_loop()
     stop = stop or asyncio.Event()
+    failures = lasting.Failures("broker", stop)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     store = MessageStore.open(settings.data_dir / "store", settings.store)
@@ -58,7 +58,6 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event | None = N
     ):
         host = settings.advertise_host or settings.host
         role: RoleManager | None = None
-        failures: list[tuple[str, BaseException]] = []
 
         def make_ha(broker_id: int) -> HAService:
             assert role is not None
@@ -85,7 +84,7 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event | None = N
             ctx.binary_address = f"{host}:{bound}"
         flusher.start()
         retention.start()
-        role.on_failure = functools.partial(_role_failed, failures, stop)
+        role.on_failure = failures
         role.start()
         if dns is not None:
             role.set_controller_addresses(dns.addresses)  # the names' first answer
@@ -115,15 +114,4 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event | None = N
             await runner.cleanup()
             store.close()
             logger.info("broker stopped")
-    if failures:
-        what, error = failures[0]
-        raise RoleFailedError(f"the broker stopped: its {what} failed: {error}") from error
-
-
-def _role_failed(
-    failures: list[tuple[str, BaseException]], stop: asyncio.Event, what: str, error: BaseException
-) -> None:
-    """The role lost a task it depends on (`RoleManager.on_failure`): stop the process, saying why."""
-    logger.error("the broker stops: its %s failed: %s", what, error)
-    failures.append((what, error))
-    stop.set()
+    failures.check()

@@ -40,6 +40,7 @@ from brokergroup.broker.identity import Identity, IdentityFiles, check_matches
 from brokergroup.broker.permission import READ_ONLY_REMARK, PermissionFile
 from brokergroup.broker.settings import BrokerSettings
 from brokergroup.broker.store.types import PutStatus, ReplicatedLog
+from brokergroup.common import lasting
 from brokergroup.controller import protocol
 from brokergroup.controller.client import ControllerClient, HeartbeatStream
 from brokergroup.controller.codes import ControllerError, ResponseCode
@@ -175,7 +176,7 @@ class RoleManager:
         """Told (role, master epoch, broker id) on every role change; `podlabels` relabels the pod. Must not block."""
         self.ready_gate: Callable[[], bool] = lambda: True
         """Readiness waits for this too (the pod label's first patch, which clears a stale `role=master`)."""
-        self.on_failure: Callable[[str, BaseException], None] | None = None
+        self.on_failure: lasting.OnFailure | None = None
         """Told (what, error) when a task the role depends on ends with an error: the start (registration,
         replication), following the controller or a master, a heartbeat stream, the sync-state-set check.
         Such a broker would stay up fenced or stale and say nothing, so the process stops (`node`)."""
@@ -186,22 +187,14 @@ class RoleManager:
         self._tasks.append(self._lasting(self._run(), "start"))
 
     def _lasting(self, work: Coroutine[Any, Any, None], what: str) -> asyncio.Task[None]:
-        """A task of the role's that must not end with an error: if it does, `on_failure` is told."""
-        task = asyncio.get_running_loop().create_task(work, name=what)
-        task.add_done_callback(self._ended)
-        return task
-
-    def _ended(self, task: asyncio.Task[None]) -> None:
-        error = None if task.cancelled() else task.exception()
-        if error is not None and self.on_failure is not None:
-            self.on_failure(task.get_name(), error)
+        return lasting.lasting(work, what, self.on_failure)
 
     async def close(self) -> None:
         tasks = [*self._tasks, *self._beats.values(), *([self._follow] if self._follow else [])]
         for task in tasks:
             task.cancel()
         for task in tasks:
-            if task.done() and not task.cancelled() and task.exception() is not None:
+            if lasting.failed_with_error(task):
                 continue  # its failure was told (`on_failure`)
             with contextlib.suppress(asyncio.CancelledError):
                 await task

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from brokergroup import __version__
+from brokergroup.common.lasting import TaskFailedError
 from brokergroup.common.settings import SettingsError
 
 
@@ -46,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"brokergroup {args.command}: {exc}", file=sys.stderr)
         return 2
+    except TaskFailedError as exc:  # a broker or controller whose background task failed; logged already
+        print(f"brokergroup {args.command}: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

@@ -9,6 +9,7 @@ import signal
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from brokergroup.common import lasting
 from brokergroup.controller.api import create_app
 from brokergroup.controller.bridge import Bridge
 from brokergroup.controller.eventlog import EventFeed, EventLogWriter
@@ -23,6 +24,7 @@ logger = logging.getLogger(__name__)
 async def run_node(settings: ControllerSettings, *, stop: asyncio.Event | None = None) -> None:
     loop = asyncio.get_running_loop()
     stop = stop or asyncio.Event()
+    failures = lasting.Failures("controller", stop)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     bridge = Bridge(loop, max_group=1)  # the service groups once every node applies group entries
@@ -54,7 +56,7 @@ async def run_node(settings: ControllerSettings, *, stop: asyncio.Event | None =
     )
     runner = web.AppRunner(create_app(service), access_log=None)
     try:
-        service.start()
+        service.start(failures)
         await runner.setup()
         site = web.TCPSite(runner, settings.api.host, settings.api.port)
         await site.start()
@@ -73,3 +75,4 @@ async def run_node(settings: ControllerSettings, *, stop: asyncio.Event | None =
         node.close()
         event_log.close()
         logger.info("controller %s stopped", settings.node_id)
+    failures.check()

@@ -27,6 +27,7 @@ from typing import Any
 import aiohttp
 from pydantic import BaseModel, ValidationError
 
+from brokergroup.common import lasting
 from brokergroup.controller import core, heartbeat, peerformat, protocol, records
 from brokergroup.controller.bridge import Bridge
 from brokergroup.controller.codes import ControllerError, ResponseCode
@@ -102,10 +103,14 @@ class ControllerService:
         return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
     # ---- lifecycle -------------------------------------------------------------------------------
-    def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        for coro in (self._leader_loop(), self._scan_not_active_loop(), self._scan_inactive_master_loop()):
-            self._tasks.append(loop.create_task(coro))
+    def start(self, on_failure: lasting.OnFailure | None = None) -> None:
+        """The leader loop and the two scans; `on_failure` is told if one of them ends with an error."""
+        for work, what in (
+            (self._leader_loop(), "leader loop"),
+            (self._scan_not_active_loop(), "heartbeat expiry scan"),
+            (self._scan_inactive_master_loop(), "inactive-master scan"),
+        ):
+            self._tasks.append(lasting.lasting(work, what, on_failure))
 
     async def close(self) -> None:
         self._closing = True  # before the API server closes the brokers' streams
@@ -113,6 +118,8 @@ class ControllerService:
         for task in tasks:
             task.cancel()
         for task in tasks:
+            if task in self._tasks and lasting.failed_with_error(task):
+                continue  # told to `on_failure`
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.notifier.close()

@@ -42,7 +42,7 @@ def test_a_broker_whose_replication_port_is_taken_exits_naming_it(
         finally:
             brokers.stop_all()
     log = node.log_path.read_text()
-    assert "ERROR brokergroup.broker.node: the broker stops: its start failed: " in log, log
+    assert "ERROR brokergroup.common.lasting: the broker stops: its start failed: " in log, log
     assert "brokergroup broker: the broker stopped: its start failed: " in log, log
     assert str(node.ha_port) in log.rsplit("brokergroup broker: ", 1)[1], log
     assert "Traceback" not in log, log

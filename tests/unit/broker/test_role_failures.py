@@ -45,6 +45,7 @@ async def until(predicate: Callable[[], Any], what: str, timeout_s: float = 10.0
 
 async def follow(tmp_path: Path, replication: Replication) -> tuple[RoleManager, list[tuple[str, BaseException]]]:
     """A role (broker 2) told by the controller to follow broker 1, whose status a real server answers."""
+
     async def status(_: web.Request) -> web.Response:
         return web.json_response({"haAddress": "127.0.0.1:10912"})
 
