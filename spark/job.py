@@ -27,7 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from brokergroup.spark import checkpoint, contract, explain, extract, invariants, load, report, session, transform
 from brokergroup.spark.options import add_arguments, pick
 from brokergroup.spark.params import AuditParams
-from brokergroup.spark.transform import prepare
+from brokergroup.spark.transform import completeness, prepare
 
 OK, VIOLATIONS, BAD_INPUT, CROSS_CHECK_FAILED = 0, 1, 2, 3
 
@@ -126,17 +126,19 @@ def audit(
                 corrupt_files = extract.corrupt_lines_by_file(raw) if stats["corrupt"] else []
                 events = prepare.events_of(grouped)
                 timeline = checkpoint.keep(prepare.raft_timeline(events), partitioned=True)
+                positions = checkpoint.keep(completeness.positions(events))
 
                 def writing(name: str) -> None:
                     step(f"table {name}")
 
                 try:
-                    base = transform.base_tables(events, timeline, settings.params)
+                    base = transform.base_tables(events, timeline, settings.params, positions)
                     written |= load.write_tables(base, out / "tables", writing)
+                    checkpoint.release([positions])  # the gap tables, which read it, are written
                     derived = transform.derived_tables(events, timeline, written, settings.params)
                     written |= load.write_tables(derived, out / "tables", writing)
                 finally:
-                    checkpoint.release([timeline])
+                    checkpoint.release([timeline, positions])
             finally:
                 checkpoint.release([grouped])
             step("summary")

@@ -44,9 +44,12 @@ TABLES = BASE_TABLES + DERIVED_TABLES
 __all__ = ["BASE_TABLES", "DERIVED_TABLES", "TABLES", "AuditParams", "audit", "base_tables", "derived_tables"]
 
 
-def base_tables(events: DataFrame, timeline: DataFrame, params: AuditParams) -> dict[str, DataFrame]:
-    """`timeline`: `prepare.raft_timeline(events)` (the job keeps it: `checkpoint.keep`)."""
-    positions = completeness.positions(events)
+def base_tables(
+    events: DataFrame, timeline: DataFrame, params: AuditParams, positions: DataFrame | None = None
+) -> dict[str, DataFrame]:
+    """`timeline`: `prepare.raft_timeline(events)`; `positions`: `completeness.positions(events)`, computed
+    here when not given (the job keeps both: `checkpoint.keep`; the two gap tables read the positions)."""
+    positions = completeness.positions(events) if positions is None else positions
     tables = {
         "elections": elections.elections(timeline),
         "incidents": incidents.incidents(events),

@@ -2,12 +2,13 @@
 without code generation or adaptive execution, with 1 shuffle partition and a quick-JIT-only JVM,
 whoever built the session; the session's own values come back afterwards. A frame the job keeps
 (`checkpoint.keep`) is one node in later plans, computed once, until released, and one planned
-`partitioned` keeps its partitioning. Tables are written two at a time, in the caller's job group, and
-a failed write releases every table kept. And the summary query keeps a part whose aggregate is null (no rows)
-as null (`load.summary_values`)."""
+`partitioned` keeps its partitioning; the gap tables read the kept raft positions. Tables are written
+two at a time, in the caller's job group, and a failed write releases every table kept. And the summary
+query keeps a part whose aggregate is null (no rows) as null (`load.summary_values`)."""
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from brokergroup.spark import checkpoint, contract, explain, load, session, transform
 from brokergroup.spark.params import AuditParams
+from brokergroup.spark.transform import completeness, prepare
 
 SUMMARY_PARTS = (
     "elections",
@@ -100,6 +102,30 @@ def test_a_kept_frame_planned_partitioned_keeps_its_partitioning(spark: SparkSes
             assert shuffles(plain)  # adaptive execution left its partitioning unknown
         finally:
             checkpoint.release([partitioned, plain])
+
+
+def test_the_gap_tables_read_the_positions_they_are_given(events: Events) -> None:
+    """The job keeps the raft positions once (`completeness.positions`, an aggregation of every raft
+    event) for the two gap tables, which otherwise compute it each."""
+    s = Scenario()
+    s.at(0).register("s")
+    s.at(10).elect("s", 1)
+    evs = events(s.records)
+    timeline = prepare.raft_timeline(evs)
+
+    def aggregates(tables: dict[str, DataFrame]) -> list[bool]:
+        """Whether each gap table's plan reads the events (their `source`, which the positions filter on)."""
+        plans = [str(tables[name]._jdf.queryExecution().optimizedPlan()) for name in ("index_gaps", "node_gaps")]
+        return [re.search(r"\bsource#\d+", plan) is not None for plan in plans]
+
+    assert aggregates(transform.base_tables(evs, timeline, AuditParams())) == [True, True]
+    kept = checkpoint.keep(completeness.positions(evs))
+    try:
+        given = transform.base_tables(evs, timeline, AuditParams(), kept)
+        assert aggregates(given) == [False, False]
+        assert given["index_gaps"].count() == given["node_gaps"].count() == 0
+    finally:
+        checkpoint.release([kept])
 
 
 def test_table_writes_run_two_at_a_time_in_the_caller_s_job_group(spark: SparkSession, tmp_path: Path) -> None:
