@@ -547,7 +547,13 @@ class RoleManager:
             except (aiohttp.ClientError, TimeoutError, ValueError):
                 ha_address = None
             if ha_address:
-                await self.replication().become_slave(master_ha_address=ha_address, epoch=epoch)
+                try:
+                    await self.replication().become_slave(master_ha_address=ha_address, epoch=epoch)
+                except ReplicationError as exc:
+                    # As for the master role: our log holds a newer epoch than the controller's. Stay fenced.
+                    logger.error("refusing to follow %s at epoch %s: %s", master_address, epoch, exc)  # noqa: TRY400
+                    self.role, self.fenced = Role.NONE, True
+                    self._announce()
                 return
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)

@@ -15,17 +15,22 @@ from brokergroup.local.processes import tail
 from tests.integration.broker.conftest import make_set
 
 
-def exit_code(brokers: BrokerSet, index: int, timeout: float = 60) -> int:
-    """The replica's exit code once it has exited; fails after `timeout` seconds with its log's end."""
+def run_until_exit(brokers: BrokerSet, index: int, timeout: float = 60) -> tuple[int, str]:
+    """Start replica `index`; once it has exited, its exit code and its log. Fails after `timeout` seconds
+    with the log's end."""
     node = brokers.nodes[index]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert node.proc is not None
-        code = node.proc.poll()
-        if code is not None:
-            return code
-        time.sleep(0.05)
-    raise AssertionError(f"{node.name} still runs after {timeout} s; its log ends with:\n{tail(node.log_path, 15)}")
+    try:
+        brokers.start(index)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert node.proc is not None
+            code = node.proc.poll()
+            if code is not None:
+                return code, node.log_path.read_text()
+            time.sleep(0.05)
+        raise AssertionError(f"{node.name} still runs after {timeout} s; its log ends with:\n{tail(node.log_path, 15)}")
+    finally:
+        brokers.stop_all()
 
 
 def test_a_broker_whose_replication_port_is_taken_exits_naming_it(
@@ -36,12 +41,8 @@ def test_a_broker_whose_replication_port_is_taken_exits_naming_it(
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
         holder.bind(("127.0.0.1", node.ha_port))
         holder.listen()
-        try:
-            brokers.start(0)
-            assert exit_code(brokers, 0) == 1
-        finally:
-            brokers.stop_all()
-    log = node.log_path.read_text()
+        code, log = run_until_exit(brokers, 0)
+    assert code == 1, log
     assert "ERROR brokergroup.common.lasting: the broker stops: its start failed: " in log, log
     assert "brokergroup broker: the broker stopped: its start failed: " in log, log
     assert str(node.ha_port) in log.rsplit("brokergroup broker: ", 1)[1], log
@@ -55,12 +56,8 @@ def test_a_broker_with_another_set_s_identity_refuses_to_start(
     node = brokers.nodes[0]
     node.data_dir.mkdir(parents=True)
     (node.data_dir / "brokerIdentity").write_text("other-cluster#other-set#1")
-    try:
-        brokers.start(0)
-        assert exit_code(brokers, 0) == 1
-    finally:
-        brokers.stop_all()
-    log = node.log_path.read_text()
+    code, log = run_until_exit(brokers, 0)
+    assert code == 1, log
     message = "belongs to other-cluster/other-set, but this broker is configured as it/bs; refusing to start"
     assert (
         f"brokergroup broker: the broker stopped: its start failed: {node.data_dir / 'brokerIdentity'} {message}" in log

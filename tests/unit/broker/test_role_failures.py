@@ -1,21 +1,21 @@
 """The role manager tells `on_failure` when a task it depends on ends with an error, so that the broker
 process stops and says why (`node`), instead of staying up fenced or stale and silent. Here: a slave
-whose replication cannot start from its master's log (a damaged log, CorruptLogError). The master's
-status is served by a real aiohttp server on loopback; the replication side is faked at our own seam.
-tests/integration/broker/test_start_failures.py stops real broker processes at start."""
+whose replication cannot start from its master's log (a damaged log, CorruptLogError) is told; one whose
+log is newer than the master's epoch (ReplicationError) is not, it stays fenced as a master would. The
+master's status is served by a real aiohttp server on loopback; the replication side is faked at our own
+seam. tests/integration/broker/test_start_failures.py stops real broker processes at start."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from ha_fakes import until
 
 from brokergroup.broker.errors import CorruptLogError
+from brokergroup.broker.ha import ReplicationError
 from brokergroup.broker.role import Decision, Role, RoleManager
 from brokergroup.broker.settings import BrokerSettings
 
@@ -32,15 +32,6 @@ class Replication:
 
     async def stop(self) -> None:
         pass
-
-
-async def until(predicate: Callable[[], Any], what: str, timeout_s: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 async def follow(tmp_path: Path, replication: Replication) -> tuple[RoleManager, list[tuple[str, BaseException]]]:
@@ -69,7 +60,9 @@ async def follow(tmp_path: Path, replication: Replication) -> tuple[RoleManager,
     try:
         await role.apply(Decision(1, master, 3, 1, frozenset({1, 2})))
         assert (role.role, role.master_address) == (Role.SLAVE, master)
-        await until(lambda: told or replication.following, "the slave to follow its master or fail")
+        await until(
+            lambda: bool(told or replication.following or role.fenced), "the slave to follow, fail or fence", 10
+        )
         await role.close()  # a failure already told is not raised again; a cancelled task is no failure
     finally:
         await session.close()
@@ -88,3 +81,12 @@ async def test_a_slave_that_follows_its_master_tells_nothing(tmp_path: Path) -> 
     _, told = await follow(tmp_path, replication)
     assert replication.following == [("127.0.0.1:10912", 3)]
     assert told == []
+
+
+async def test_a_slave_whose_log_is_newer_than_the_master_s_epoch_stays_fenced(tmp_path: Path) -> None:
+    """Not a failure that stops the broker: the controller's state went back in time (as for the master role,
+    `change_to_master`), and a restart would find the same."""
+    newer = ReplicationError("cannot follow a master at epoch 3: the log already has epoch 5")
+    role, told = await follow(tmp_path, Replication(newer))
+    assert told == []
+    assert (role.role, role.fenced) == (Role.NONE, True)
