@@ -6,7 +6,7 @@ tests/unit/broker/test_role_failures.py covers the role's other tasks."""
 from __future__ import annotations
 
 import socket
-import time
+import subprocess
 from pathlib import Path
 
 from brokergroup.local.brokers import BrokerSet
@@ -21,14 +21,14 @@ def run_until_exit(brokers: BrokerSet, index: int, timeout: float = 60) -> tuple
     node = brokers.nodes[index]
     try:
         brokers.start(index)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert node.proc is not None
-            code = node.proc.poll()
-            if code is not None:
-                return code, node.log_path.read_text()
-            time.sleep(0.05)
-        raise AssertionError(f"{node.name} still runs after {timeout} s; its log ends with:\n{tail(node.log_path, 15)}")
+        assert node.proc is not None
+        try:
+            code = node.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"{node.name} still runs after {timeout} s; its log ends with:\n{tail(node.log_path, 15)}"
+            ) from None
+        return code, node.log_path.read_text()
     finally:
         brokers.stop_all()
 
