@@ -85,8 +85,8 @@ def run(
 ) -> AuditResult:
     started = time.monotonic()
     size = None if files is None else sum(p.stat().st_size for p in files)
-    with session.sized_for(spark, size), explain.tracked(spark.sparkContext) as group:
-        summary, code = audit(spark, settings, files, console)
+    with session.sized_for(spark, size) as small, explain.tracked(spark.sparkContext) as group:
+        summary, code = audit(spark, settings, files, console, small_input=small)
     stats = explain.RunStats.of(spark.sparkContext, group) if settings.explain else None
     if stats is not None:
         summary["spark"] = stats.as_json()
@@ -100,13 +100,19 @@ def run(
 
 
 def audit(
-    spark: SparkSession, settings: JobSettings, files: list[Path] | None, console: Console | None
+    spark: SparkSession,
+    settings: JobSettings,
+    files: list[Path] | None,
+    console: Console | None,
+    *,
+    small_input: bool,
 ) -> tuple[dict[str, Any], int]:
     """The Spark part of `run`: (summary, exit code).
 
-    The flat deduplicated lines and the sets' raft timeline are kept (`checkpoint.keep`) until the
-    last table that reads them is written; every table is kept as it is written (`load.write_tables`)
-    until the summary, the report and the cross-check have used it."""
+    The flat deduplicated lines and the sets' raft timeline are kept (`checkpoint.keep`: in memory
+    for a small input, else on disk) until the last table that reads them is written; every table is
+    kept as it is written (`load.write_tables`) until the summary, the report and the cross-check
+    have used it."""
     out = settings.out
     out.mkdir(parents=True, exist_ok=True)
     total = 3 + len(transform.TABLES) + settings.report + settings.fail_on_violations
@@ -115,7 +121,7 @@ def audit(
         try:
             step("reading and deduplicating")
             raw = extract.read(spark, settings.input, files)
-            grouped = checkpoint.keep(prepare.group_lines(raw))
+            grouped = checkpoint.keep(prepare.group_lines(raw), small_input=small_input)
             try:
                 stats = load.first(prepare.line_stats(grouped))
                 if stats["events"] == 0:
@@ -125,18 +131,18 @@ def audit(
                 step("locating corrupt lines")
                 corrupt_files = extract.corrupt_lines_by_file(raw) if stats["corrupt"] else []
                 events = prepare.events_of(grouped)
-                timeline = checkpoint.keep(prepare.raft_timeline(events), partitioned=True)
-                positions = checkpoint.keep(completeness.positions(events))
+                timeline = checkpoint.keep(prepare.raft_timeline(events), partitioned=True, small_input=small_input)
+                positions = checkpoint.keep(completeness.positions(events), small_input=small_input)
 
                 def writing(name: str) -> None:
                     step(f"table {name}")
 
                 try:
                     base = transform.base_tables(events, timeline, settings.params, positions)
-                    written |= load.write_tables(base, out / "tables", writing)
+                    written |= load.write_tables(base, out / "tables", writing, small_input=small_input)
                     checkpoint.release([positions])  # the gap tables, which read it, are written
                     derived = transform.derived_tables(events, timeline, written, settings.params)
-                    written |= load.write_tables(derived, out / "tables", writing)
+                    written |= load.write_tables(derived, out / "tables", writing, small_input=small_input)
                 finally:
                     checkpoint.release([timeline, positions])
             finally:

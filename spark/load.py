@@ -43,12 +43,14 @@ def write_tables(
     directory: Path,
     on_start: Callable[[str], None] | None = None,
     writers: int = WRITERS,
+    *,
+    small_input: bool = False,
 ) -> dict[str, DataFrame]:
     """Write every table as Parquet, `writers` at a time, and return them kept (the write fills the
-    blocks), in the order given; `on_start(name)` as each write starts. The caller releases them
-    (`checkpoint.release`). If a write fails, no other write starts, those running are waited for,
-    every table kept is released, and the failure of the first table (in the order given) that failed
-    is raised.
+    blocks; `checkpoint.keep`, `small_input` as there), in the order given; `on_start(name)` as each
+    write starts. The caller releases them (`checkpoint.release`). If a write fails, no other write
+    starts, those running are waited for, every table kept is released, and the failure of the first
+    table (in the order given) that failed is raised.
 
     Each write runs in a thread of the pool with the caller's Spark local properties (its job group:
     `explain.tracked`), copied for each write, since a query sets its execution id in them."""
@@ -61,7 +63,7 @@ def write_tables(
         try:
             if on_start is not None:
                 on_start(name)
-            kept[name] = checkpoint.keep(df)
+            kept[name] = checkpoint.keep(df, small_input=small_input)
             kept[name].write.mode("overwrite").parquet(str(directory / name))
         except BaseException:
             failed.set()
