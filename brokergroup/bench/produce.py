@@ -777,6 +777,19 @@ async def min_offset(brokers: BrokerSet, index: int, session: aiohttp.ClientSess
     return int(((status or {}).get("store") or {}).get("minOffset", 0))
 
 
+async def min_offset_after(
+    brokers: BrokerSet, index: int, session: aiohttp.ClientSession, low: int, check_interval_ms: int
+) -> int:
+    """The master's min offset once its retention check has run after a phase: at once if it rose above `low`,
+    else polled for two check intervals. A phase shorter than one interval (a fast batched phase) may end before
+    any check ran; its writes are deleted by the next one, and counted here."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 2 * check_interval_ms / 1000
+    while (high := await min_offset(brokers, index, session)) <= low and loop.time() < deadline:  # noqa: ASYNC110 - read over HTTP, no event to await
+        await asyncio.sleep(min(0.05, check_interval_ms / 4000))
+    return high
+
+
 async def retention_ab(
     mode: str, params: Params, retention: Retention, group: ControllerGroup, base: Path, progress: Progress
 ) -> dict[str, Any]:
@@ -859,7 +872,7 @@ async def retention_ab(
                             functools.partial(progress.advance, task, per_request),
                         )
                         cpu = CpuMeter.percent(before, meter.snapshot(), elapsed)
-                        high = await min_offset(brokers, master, session)
+                        high = await min_offset_after(brokers, master, session, low, retention.check_interval_ms)
                         out = phase_result(
                             latencies, elapsed, messages=params.messages, size=params.size, retries=retries, cpu=cpu
                         )
