@@ -33,6 +33,7 @@ from typing import Any
 
 import aiohttp
 
+from brokergroup.bench import cpu
 from brokergroup.bench.stats import machine, summarize
 from brokergroup.common import eventloop
 from brokergroup.controller import protocol
@@ -198,12 +199,8 @@ class TreeControllerGroup(ControllerGroup):
 
 
 def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU of a running process so far (0 once it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except FileNotFoundError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14, 15)
+    """User + system CPU of a running process so far (0 once it is gone), to the nanosecond."""
+    return cpu.process_cpu_seconds(pid) or 0.0
 
 
 def cpu_seconds(group: ControllerGroup) -> float:

@@ -70,7 +70,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from brokergroup.bench import socket_baseline
+from brokergroup.bench import cpu, socket_baseline
 from brokergroup.bench.stats import machine, summarize
 from brokergroup.broker import wire
 from brokergroup.broker.binary_client import BinaryLinks, BinaryProducer
@@ -317,13 +317,17 @@ class CpuMeter:
         self.tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
     def _read(self, pid: int) -> tuple[float, float] | None:
-        """(user, kernel) CPU seconds of a process."""
+        """(total, kernel) CPU seconds of a process: the total from its CPU-time clock (nanoseconds), the
+        kernel share from /proc/<pid>/stat (clock ticks)."""
+        total = cpu.process_cpu_seconds(pid)
         try:
             stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             return None
+        if total is None:
+            return None
         fields = stat.rpartition(")")[2].split()
-        return int(fields[11]) / self.tick, int(fields[12]) / self.tick
+        return total, int(fields[12]) / self.tick
 
     def machine_busy(self) -> float | None:
         """CPU seconds spent busy on all cores (from /proc/stat), whoever spent them."""
@@ -339,7 +343,7 @@ class CpuMeter:
         snap: dict[str, float | None] = {}
         for name, pid in self.pids.items():
             times = self._read(pid)
-            snap[name] = sum(times) if times is not None else None
+            snap[name] = times[0] if times is not None else None
             snap[KERNEL + name] = times[1] if times is not None else None
         snap["client (this process)"] = time.process_time()
         snap[MACHINE] = self.machine_busy()

@@ -28,9 +28,9 @@ def test_bench_controller_checks_agreement_and_divergence(tmp_path: Path) -> Non
     for each in result["by_sets"]:
         assert each["agreement"]["agreed"], each["agreement"]
         assert each["alter_sync_state_set"]["ops"] == 40 and each["heartbeat"]["ops"] == 40
-        # 40 heartbeats take about 16 ms on a fast machine: the controllers' CPU can be under one 10 ms clock tick
-        assert each["heartbeat"]["cpu_ms_per_op"] >= 0
-        assert each["replica_info"]["ops"] == 40 and each["replica_info"]["cpu_ms_per_op"] >= 0  # 40 reads: ~1 tick
+        # 40 heartbeats take about 16 ms on a fast machine, under one 10 ms clock tick: the CPU is read in nanoseconds
+        assert each["heartbeat"]["cpu_ms_per_op"] > 0
+        assert each["replica_info"]["ops"] == 40 and each["replica_info"]["cpu_ms_per_op"] > 0
         assert each["replica_info_then_alter"]["ops"] == 40 and each["alter_sync_state_set"]["refusals"] == 0
         assert each["snapshot"]["bytes"] > 0 and each["snapshot"]["serialize_ms"] > 0
         assert set(each["snapshot"]["tick_stall_ms"]) == {"tick_thread", "background"}
