@@ -62,6 +62,12 @@ class MasterFinder:
         self.fixed = master_address.removeprefix("http://").rstrip("/") if master_address else None
         self.cached: str | None = self.fixed
 
+    def known(self, *, refresh: bool = False) -> str | None:
+        """The master's address if `find` would answer it without asking the controller."""
+        if self.fixed is not None:
+            return self.fixed
+        return None if refresh else self.cached
+
     async def find(self, *, refresh: bool = False) -> str | None:
         if self.fixed is not None:
             return self.fixed
@@ -83,8 +89,9 @@ class MasterFinder:
 
 @dataclasses.dataclass(frozen=True)
 class Attempt:
-    """What one try to send a batch to `master` gave: acknowledged (`sent`), refused for good (`fatal`:
-    a bad request that no retry can fix), or worth retrying (with the master the broker named, if any)."""
+    """What one try to send a batch to `master` gave: acknowledged (`sent`, whose `attempts` is 1:
+    `send_until_acked` counts the tries), refused for good (`fatal`: a bad request that no retry can
+    fix), or worth retrying (with the master the broker named, if any)."""
 
     status: str
     remark: str
@@ -108,12 +115,14 @@ async def send_until_acked(
     while time.monotonic() < deadline:
         # Neither finding the master nor one attempt may outlast the deadline (a hung controller
         # or broker would otherwise hold the send for the whole request timeout).
-        try:
-            async with asyncio.timeout(deadline - time.monotonic()):
-                master = await finder.find(refresh=refresh)
-        except TimeoutError:
-            status, remark = "UNREACHABLE", "no controller named the master in time"
-            break
+        master = finder.known(refresh=refresh)
+        if master is None:
+            try:
+                async with asyncio.timeout(deadline - time.monotonic()):
+                    master = await finder.find(refresh=refresh)
+            except TimeoutError:
+                status, remark = "UNREACHABLE", "no controller named the master in time"
+                break
         if master is None:
             refresh = True
         else:
@@ -121,7 +130,7 @@ async def send_until_acked(
             outcome = await attempt(master, max(0.001, deadline - time.monotonic()))
             status, remark = outcome.status, outcome.remark
             if outcome.sent is not None:
-                return dataclasses.replace(outcome.sent, attempts=attempts)
+                return outcome.sent if attempts == 1 else dataclasses.replace(outcome.sent, attempts=attempts)
             if outcome.fatal:
                 raise ProduceError(status, remark)
             finder.hint(outcome.master_hint)
@@ -175,7 +184,7 @@ class Producer:
                 return Attempt("UNREACHABLE", f"{master}: {str(exc) or type(exc).__name__}", refresh=True)
             status, remark = str(body.get("status")), str(body.get("remark", ""))
             if r.status == 200 and status == "PUT_OK":
-                return Attempt(status, remark, sent=self._sent(body, 0, master))
+                return Attempt(status, remark, sent=self._sent(body, 1, master))
             hint = body.get("masterAddress")
             return Attempt(
                 status,

@@ -10,7 +10,7 @@ import pytest
 
 from brokergroup.broker.client import Attempt, MasterFinder, ProduceError, Sent, send_until_acked
 
-OK = Sent(status="PUT_OK", commit_offsets=(0,), queue_offsets=(0,), duplicates=(False,), attempts=0, master="m2")
+OK = Sent(status="PUT_OK", commit_offsets=(0,), queue_offsets=(0,), duplicates=(False,), attempts=1, master="m2")
 
 
 class ScriptedFinder:
@@ -24,6 +24,9 @@ class ScriptedFinder:
     def hint(self, address: str | None) -> None:
         if address:
             self.cached = address
+
+    def known(self, *, refresh: bool = False) -> str | None:
+        return None if refresh else self.cached
 
     async def find(self, *, refresh: bool = False) -> str | None:
         self.asked.append(refresh)
@@ -52,7 +55,15 @@ def test_a_refusal_naming_the_master_is_followed_and_the_attempts_are_counted() 
         [Attempt("SERVICE_NOT_AVAILABLE", "not the master", master_hint="m2"), Attempt("PUT_OK", "", sent=OK)],
     )
     assert (sent.attempts, sent.master, tried) == (2, "m2", ["m1", "m2"])
-    assert finder.asked == [False, False]  # the hint was enough: no second controller round trip
+    assert finder.asked == [False]  # the hint was enough: no second controller round trip
+
+
+def test_a_send_acknowledged_at_once_counts_one_attempt_and_asks_the_controller_once() -> None:
+    finder = ScriptedFinder(["m2"])
+    sent, tried = run(finder, [Attempt("PUT_OK", "", sent=OK)])
+    assert (sent.attempts, tried, finder.asked) == (1, ["m2"], [False])
+    sent, tried = run(finder, [Attempt("PUT_OK", "", sent=OK)])  # the master known: no controller round trip
+    assert (sent.attempts, tried, finder.asked) == (1, ["m2"], [False])
 
 
 def test_an_unreachable_master_makes_the_next_try_ask_the_controller_again() -> None:
