@@ -184,7 +184,11 @@ class ControllerClient:
                     errors.append(f"{addr}: {error.remark}")
                     raise _NoAnswer  # this node knows no leader yet; another may
                 raise error
-            return addr, json.loads(raw) if raw else {}
+            try:
+                return addr, json.loads(raw) if raw else {}
+            except ValueError as exc:  # a proxy's or load balancer's page, a truncated body: not a controller's answer
+                errors.append(f"{addr}: HTTP {response.status} with a body that is not JSON: {raw[:80]!r}")
+                raise _NoAnswer from exc
 
         order = [address] if address else self.addresses[self._preferred :] + self.addresses[: self._preferred]
         try:
