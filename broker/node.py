@@ -82,7 +82,7 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event | None = N
         if binary is not None:
             bound = await binary.start(settings.binary.host or settings.host)
             ctx.binary_address = f"{host}:{bound}"
-        flusher.start()
+        flusher.start(failures)
         retention.start()
         role.on_failure = failures
         role.start()

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from brokergroup.broker.settings import FlushMode
 from brokergroup.broker.store.segments import FlushTicket
+from brokergroup.common import lasting
 
 if TYPE_CHECKING:
     from brokergroup.broker.store.message_store import IndexCheckpointJob
@@ -204,9 +205,12 @@ class GroupCommitFlusher:
 
     @property
     def running(self) -> bool:
-        return self._task is not None and not self._stopping
+        return self._task is not None and not self._stopping and not self._task.done()
 
-    def start(self) -> None:
+    def start(self, on_failure: lasting.OnFailure | None = None) -> None:
+        """Run the flush loop; `on_failure` hears if it ends with an error other than a failed fsync (which
+        it keeps, failing every later wait): a bug that stopped it would otherwise leave every sync put
+        waiting until its timeout while the broker looks healthy."""
         if self._task is not None:
             raise RuntimeError("the flusher was already started")
         self._loop = asyncio.get_running_loop()
@@ -222,7 +226,7 @@ class GroupCommitFlusher:
             if self._index_worker is None:
                 self._index_worker = FlushWorker("index-checkpoint")
             self.store.set_confirm_checkpoint_runner(self._index_worker.submit, threading.Lock())
-        self._task = self._loop.create_task(self._run(), name=f"flusher-{self.mode.value}")
+        self._task = lasting.lasting(self._run(), "commit-log flusher", on_failure)
 
     async def stop(self) -> None:
         """Flush once more and stop; gives up (logged) after `timeout_ms` if a flush hangs."""
@@ -230,10 +234,11 @@ class GroupCommitFlusher:
             return
         self._stopping = True
         self._wake.set()
-        try:
-            await asyncio.wait_for(self._task, self.timeout_s)
-        except TimeoutError:
-            logger.warning("flusher did not finish its last flush within %.3f s; stopped anyway", self.timeout_s)
+        if not lasting.failed_with_error(self._task):  # its failure was told (`on_failure`)
+            try:
+                await asyncio.wait_for(self._task, self.timeout_s)
+            except TimeoutError:
+                logger.warning("flusher did not finish its last flush within %.3f s; stopped anyway", self.timeout_s)
         if isinstance(self.store, IndexCheckpointing):
             self.store.set_index_checkpoint_runner(None)
         if isinstance(self.store, ConfirmCheckpointing):
@@ -302,15 +307,19 @@ class GroupCommitFlusher:
             loop.call_soon_threadsafe(self._wake.set)
 
     async def _run(self) -> None:
-        while not self._stopping:
-            if self.mode is FlushMode.ASYNC:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.interval_s)
-            else:
-                await self._wake.wait()
-            self._wake.clear()
+        try:
+            while not self._stopping:
+                if self.mode is FlushMode.ASYNC:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), self.interval_s)
+                else:
+                    await self._wake.wait()
+                self._wake.clear()
+                await self._flush_while_needed()
             await self._flush_while_needed()
-        await self._flush_while_needed()
+        except Exception:
+            self._answer_all()  # no flush will come: the waiting puts fail now, not at their timeout
+            raise
 
     def _wanted(self) -> bool:
         """Anything to flush now: any unflushed byte, unless an fsync failed (SYNC is woken by

@@ -185,6 +185,33 @@ async def test_a_failed_fsync_fails_every_later_wait(
     assert seam.calls == 1
 
 
+async def test_a_flush_loop_that_breaks_is_told_and_fails_the_waiting_puts_at_once(
+    store: MessageStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not an fsync error (kept, see above) but a bug: the broker is told (`on_failure`: it stops, exit 1)
+    and the puts waiting for a flush that will never come fail now instead of at their timeout."""
+    seam = GatedThread()
+    flusher = GroupCommitFlusher(store, FlushMode.SYNC, interval_ms=1, timeout_ms=60_000, run_in_thread=seam)
+    told: list[tuple[str, BaseException]] = []
+    flusher.start(on_failure=lambda what, error: told.append((what, error)))
+    try:
+        waiting = asyncio.create_task(flusher.wait_flushed(put(store)))
+        await wait_until(lambda: seam.calls == 1)  # the first flush is under way
+
+        def broken(_ticket: FlushTicket) -> bool:
+            raise RuntimeError("a bug")
+
+        monkeypatch.setattr(store, "complete_flush", broken)
+        seam.gate.set()
+        assert await asyncio.wait_for(waiting, 5) is False  # long before the 60 s timeout
+        await wait_until(lambda: bool(told))
+        assert [(what, str(error)) for what, error in told] == [("commit-log flusher", "a bug")]
+        assert not flusher.running
+        assert await asyncio.wait_for(flusher.wait_flushed(put(store)), 5) is False  # and every later put
+    finally:
+        await flusher.stop()  # does not raise the loop's error again
+
+
 async def test_async_mode_answers_at_once_and_flushes_in_the_background(
     store: MessageStore, make_flusher: Callable[..., GroupCommitFlusher]
 ) -> None:
