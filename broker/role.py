@@ -159,6 +159,9 @@ class RoleManager:
         self._role_lock = asyncio.Lock()
         self._report_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
+        self._reports: set[asyncio.Task[None]] = set()
+        """Alter-sync-state-set reports in flight: held here (the loop keeps only weak references to tasks),
+        each dropped when it ends; a bug in one tells `on_failure` like the role's other tasks."""
         self._follow: asyncio.Task[None] | None = None
         self._sync_now = asyncio.Event()
         send_timeout = settings.controller.send_timeout_ms / 1000
@@ -190,7 +193,7 @@ class RoleManager:
         return lasting.lasting(work, what, self.on_failure)
 
     async def close(self) -> None:
-        tasks = [*self._tasks, *self._beats.values(), *([self._follow] if self._follow else [])]
+        tasks = [*self._tasks, *self._reports, *self._beats.values(), *([self._follow] if self._follow else [])]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -568,7 +571,9 @@ class RoleManager:
         if self.role is Role.MASTER:
             epoch = self.replication().sync_state_set_epoch
             confirm = max(self.store.confirm_offset, -1)
-            asyncio.get_running_loop().create_task(self._report(proposed, epoch, confirm))
+            report = self._lasting(self._report(proposed, epoch, confirm), "sync-state-set report")
+            self._reports.add(report)
+            report.add_done_callback(self._reports.discard)
 
     async def _report(self, proposed: frozenset[int], epoch: int, confirm_offset: int) -> None:
         # The controller checks a new member against its last heartbeat, up to one heartbeat

@@ -129,3 +129,19 @@ async def test_an_unknown_outcome_keeps_the_proposal_and_rereads(tmp_path: Path,
     await until(lambda: role._sync_now.is_set(), "a re-read of the controller")
     assert len(controller.requests) == 1
     assert replication.manager.pending == ({1, 2},)  # a lost reply may hide a commit
+
+
+async def test_a_report_that_breaks_is_told_like_the_role_s_other_tasks_and_not_kept(tmp_path: Path) -> None:
+    """Not a controller's refusal but a bug: the broker hears of it (`on_failure` stops it, exit 1) instead of
+    the proposal staying pending with nothing logged until the task is garbage-collected."""
+
+    def broken(req: protocol.AlterSyncStateSetRequest) -> protocol.AlterSyncStateSetResponse:
+        raise RuntimeError("a bug")
+
+    role, replication = role_with(tmp_path, Controller(broken))
+    told: list[tuple[str, str]] = []
+    role.on_failure = lambda what, error: told.append((what, str(error)))
+    replication.propose(role, {1, 2})
+    await until(lambda: told, "the failure to be told")
+    assert told == [("sync-state-set report", "a bug")]
+    await until(lambda: not role._reports, "the ended report to be dropped")
