@@ -310,3 +310,23 @@ async def test_a_slave_ends_a_session_with_a_silent_master_after_the_housekeepin
         await slave.stop()
         server.close()
         await server.wait_closed()
+
+
+async def test_a_slave_with_a_smaller_transfer_batch_setting_takes_the_master_s_larger_frames() -> None:
+    """Mixed `ha.transfer_batch_size` during a rolling change (the default went from RocketMQ's 32 KiB to 256
+    KiB, issue 17): a slave takes frames up to 32 MiB whatever its own setting, so it keeps replicating."""
+    big = SETTINGS.model_copy(update={"transfer_batch_size": 256 * 1024})
+    logs = {1: FakeLog(segment_size=1 << 20), 2: FakeLog(segment_size=1 << 20)}
+    master = HAService(logs[1], broker_id=1, settings=big, on_sync_state_set_change=Controller(auto=False))
+    slave = HAService(logs[2], broker_id=2, settings=SETTINGS, on_sync_state_set_change=Controller(auto=False))
+    await master.start()
+    await slave.start()
+    try:
+        await master.become_master(epoch=1, sync_state_set=frozenset({1}), sync_state_set_epoch=1)
+        await slave.become_slave(master_ha_address=master.address, epoch=1)
+        logs[1].put_n(200, 1000)  # about 200 KiB in one write: one frame at 256 KiB, 200 at the slave's 1 KiB
+        await until(lambda: in_step(logs[1], logs[2]), "the slave to copy the master's log")
+        assert slave.runtime_info()["role"] == "slave"
+    finally:
+        await slave.stop()
+        await master.stop()
