@@ -306,6 +306,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 MACHINE = "__machine__"
+STEAL = "__steal__"
 KERNEL = "kernel:"
 
 
@@ -329,15 +330,16 @@ class CpuMeter:
         fields = stat.rpartition(")")[2].split()
         return total, int(fields[12]) / self.tick
 
-    def machine_busy(self) -> float | None:
-        """CPU seconds spent busy on all cores (from /proc/stat), whoever spent them."""
+    def machine_busy(self) -> tuple[float, float] | None:
+        """CPU seconds spent busy on all cores (from /proc/stat), whoever spent them, and of those the
+        seconds the hypervisor gave to other machines (steal: this machine's cores were not running)."""
         try:
             fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
         except (OSError, IndexError):
             return None
         values = [int(v) for v in fields[:8]]
         idle = values[3] + values[4]  # idle + iowait
-        return (sum(values) - idle) / self.tick
+        return (sum(values) - idle) / self.tick, values[7] / self.tick
 
     def snapshot(self) -> dict[str, float | None]:
         snap: dict[str, float | None] = {}
@@ -346,19 +348,21 @@ class CpuMeter:
             snap[name] = times[0] if times is not None else None
             snap[KERNEL + name] = times[1] if times is not None else None
         snap["client (this process)"] = time.process_time()
-        snap[MACHINE] = self.machine_busy()
+        busy = self.machine_busy()
+        snap[MACHINE], snap[STEAL] = busy if busy is not None else (None, None)
         return snap
 
     @staticmethod
     def percent(before: dict[str, float | None], after: dict[str, float | None], elapsed: float) -> dict[str, Any]:
         """Per process: % of one core over the phase; `total` is ours, `other processes` is the
-        rest of the machine's busy time (other work on the box skews the numbers); `kernel` is
+        rest of the machine's busy time (other work on the box skews the numbers), `stolen by the
+        hypervisor` the time a virtual machine's cores waited for the host (the same); `kernel` is
         the part of each broker's and baseline process's time spent in the kernel."""
         out: dict[str, Any] = {}
         kernel: dict[str, float] = {}
         for name, start in before.items():
             end = after.get(name)
-            if name == MACHINE or start is None or end is None or elapsed <= 0:
+            if name in (MACHINE, STEAL) or start is None or end is None or elapsed <= 0:
                 continue
             value = round(100 * (end - start) / elapsed, 1)
             if name.startswith(KERNEL):
@@ -367,8 +371,13 @@ class CpuMeter:
                 out[name] = value
         out["total"] = round(sum(out.values()), 1)
         start, end = before.get(MACHINE), after.get(MACHINE)
+        steal_start, steal_end = before.get(STEAL), after.get(STEAL)
+        steal = 0.0
+        if steal_start is not None and steal_end is not None and elapsed > 0:
+            steal = 100 * (steal_end - steal_start) / elapsed
+            out["stolen by the hypervisor"] = round(steal, 1)
         if start is not None and end is not None and elapsed > 0:
-            out["other processes"] = round(max(0.0, 100 * (end - start) / elapsed - out["total"]), 1)
+            out["other processes"] = round(max(0.0, 100 * (end - start) / elapsed - out["total"] - steal), 1)
         out["kernel"] = kernel
         return out
 

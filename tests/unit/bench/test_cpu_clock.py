@@ -8,6 +8,7 @@ import sys
 import time
 
 from brokergroup.bench import cpu
+from brokergroup.bench.produce import MACHINE, STEAL, CpuMeter
 
 CHILD = """
 import sys, threading, time
@@ -51,3 +52,22 @@ def test_the_clock_of_this_process_matches_its_own_process_time() -> None:
     mine = cpu.process_cpu_seconds(os.getpid())
     after = time.process_time()
     assert mine is not None and before <= mine <= after
+
+
+def test_a_phase_reports_the_time_the_hypervisor_stole_apart_from_other_processes() -> None:
+    """Over 2 s: ours used 150 % of a core, the machine was busy 190 % of which 30 % stolen, so other
+    processes used 10 %. Our CPU per message counts only ours."""
+    before: dict[str, float | None] = {"master": 1.0, "kernel:master": 0.1, MACHINE: 100.0, STEAL: 5.0}
+    after: dict[str, float | None] = {"master": 4.0, "kernel:master": 0.3, MACHINE: 103.8, STEAL: 5.6}
+    out = CpuMeter.percent(before, after, 2.0)
+    assert out["total"] == 150.0
+    assert out["stolen by the hypervisor"] == 30.0
+    assert out["other processes"] == 10.0
+    assert out["kernel"] == {"master": 10.0}
+
+
+def test_the_machine_s_steal_time_is_read_from_proc_stat() -> None:
+    snap = CpuMeter({}).snapshot()
+    busy, steal = snap[MACHINE], snap[STEAL]
+    assert isinstance(busy, float) and isinstance(steal, float)
+    assert 0 <= steal <= busy
