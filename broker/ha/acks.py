@@ -49,7 +49,10 @@ class AckWaiters:
         order = next(self._order)
         heapq.heappush(self._heap, (next_offset, order, future))
         deadline = loop.time() + timeout_s
-        heapq.heappush(self._deadlines, (deadline, order, future))
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][2].done():  # answered: dropped as it reaches the top, not in one burst
+            heapq.heappop(deadlines)  # when the earliest deadline fires (rate x timeout entries by then)
+        heapq.heappush(deadlines, (deadline, order, future))
         if self._timer is None or deadline < self._timer_at:
             self._arm(loop, deadline)
         try:
