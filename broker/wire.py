@@ -25,13 +25,14 @@ import functools
 import json
 import re
 import struct
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from brokergroup.broker.errors import BrokerError
-from brokergroup.broker.store.types import Message
+from brokergroup.broker.store.types import NO_PROPERTIES, Message
 
 BATCH_CONTENT_TYPE = "application/x-brokergroup-batch"
 MAX_BATCH = 1024
@@ -116,6 +117,11 @@ def encode_batch(
     return b"".join(parts)
 
 
+_MESSAGE_HEAD = struct.Struct(">qqI")
+"""A message's producer sequence, born timestamp and properties length."""
+_U32 = struct.Struct(">I")
+
+
 class _Reader:
     def __init__(self, data: bytes) -> None:
         self.data = data
@@ -163,32 +169,39 @@ def decode_batch(data: bytes, *, now_ms: int) -> list[Message]:
     if not 1 <= count <= MAX_BATCH:
         raise WireError(f"count: {count} messages; must be 1..{MAX_BATCH}")
     out = []
-    for i in range(count):
-        seq, born, props_len = r.unpack(">qqI", f"message {i} header")
-        raw_props = r.take(props_len, f"message {i} properties")
-        try:
-            props = json.loads(raw_props) if raw_props else {}
-        except (ValueError, RecursionError) as exc:
-            raise WireError(f"messages[{i}].properties: not JSON") from exc
-        if not isinstance(props, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
-            raise WireError(f"messages[{i}].properties: must be an object of strings")
-        (body_len,) = r.unpack(">I", f"message {i} body length")
-        body = r.take(body_len, f"message {i} body")
+    pos, end = r.pos, len(data)
+    for i in range(count):  # the hot loop of a batched put (issue 17): offsets, no reader calls
+        if pos + _MESSAGE_HEAD.size > end:
+            raise WireError(f"batch truncated while reading message {i} header at byte {pos}")
+        seq, born, props_len = _MESSAGE_HEAD.unpack_from(data, pos)
+        pos += _MESSAGE_HEAD.size
+        if pos + props_len > end:
+            raise WireError(f"batch truncated while reading message {i} properties at byte {pos}")
+        props: Mapping[str, str] = NO_PROPERTIES
+        if props_len:
+            try:
+                props = json.loads(data[pos : pos + props_len])
+            except (ValueError, RecursionError) as exc:
+                raise WireError(f"messages[{i}].properties: not JSON") from exc
+            if not isinstance(props, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in props.items()
+            ):
+                raise WireError(f"messages[{i}].properties: must be an object of strings")
+            pos += props_len
+        if pos + _U32.size > end:
+            raise WireError(f"batch truncated while reading message {i} body length at byte {pos}")
+        (body_len,) = _U32.unpack_from(data, pos)
+        pos += _U32.size
+        if pos + body_len > end:
+            raise WireError(f"batch truncated while reading message {i} body at byte {pos}")
+        body = data[pos : pos + body_len]
+        pos += body_len
         if producer_id >= 0 and seq < 0:
             raise WireError(f"messages[{i}].seq: required (>= 0) when producerId is set")
         if born < 0:
             raise WireError(f"messages[{i}].bornTimestamp: negative")
-        out.append(
-            Message(
-                topic=topic,
-                queue_id=queue_id,
-                body=body,
-                born_timestamp_ms=born or now_ms,
-                properties=props,
-                producer_id=producer_id,
-                producer_seq=seq if producer_id >= 0 else -1,
-            )
-        )
+        out.append(Message(topic, queue_id, body, born or now_ms, props, producer_id, seq if producer_id >= 0 else -1))
+    r.pos = pos
     if r.pos != len(data):
         raise WireError(f"{len(data) - r.pos} trailing bytes after {count} messages")
     return out

@@ -48,7 +48,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Final
 
-from brokergroup.broker.store.record import ConsumerOffset, DecodedRecord, RecordKind
+from brokergroup.broker.store.record import DecodedRecord, RecordInfo, RecordKind
 from brokergroup.broker.store.types import Appended
 
 DEFAULT_SEQ_WINDOW: Final = 1024
@@ -59,38 +59,6 @@ _REBUILD_DISPATCH_BATCH: Final = 256
 
 QueueKey = tuple[str, int]
 """(topic, queue_id)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RecordInfo:
-    """What the indexes need from one record: no body, so pending records stay small."""
-
-    offset: int
-    size: int
-    kind: RecordKind
-    topic: str
-    queue_id: int
-    producer_id: int = -1
-    producer_seq: int = -1
-    consumer_offset: ConsumerOffset | None = None
-
-    @property
-    def end(self) -> int:
-        return self.offset + self.size
-
-    @classmethod
-    def from_decoded(cls, record: DecodedRecord, *, offset: int | None = None) -> RecordInfo:
-        """The record's info; `offset` overrides the record's own (decoded from a chunk of the log)."""
-        return cls(
-            offset=record.offset if offset is None else offset,
-            size=record.size,
-            kind=record.kind,
-            topic=record.topic,
-            queue_id=record.queue_id,
-            producer_id=record.producer_id,
-            producer_seq=record.producer_seq,
-            consumer_offset=record.consumer_offset(),
-        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,11 +92,12 @@ from brokergroup.broker.store.diskspace import DiskSpace
 from brokergroup.broker.store.epoch import EpochCache, EpochEntry
 from brokergroup.broker.store.head import HeadFile
 from brokergroup.broker.store.index_files import IndexFiles, PreparedWrite
-from brokergroup.broker.store.indexes import DEFAULT_MAX_PRODUCERS, HeadState, RecordInfo, StoreIndexes
+from brokergroup.broker.store.indexes import DEFAULT_MAX_PRODUCERS, HeadState, StoreIndexes
 from brokergroup.broker.store.record import (
     Blank,
     ConsumerOffset,
     DecodedRecord,
+    RecordInfo,
     RecordKind,
     decode_record,
 )
@@ -522,16 +523,8 @@ class MessageStore:
         placed = self._append([records[i] for i in fresh]) if fresh else []
         results: dict[int, Appended] = {}
         for index, (offset, size) in zip(fresh, placed, strict=True):
-            message = messages[index]
-            info = RecordInfo(
-                offset=offset,
-                size=size,
-                kind=RecordKind.MESSAGE,
-                topic=message.topic,
-                queue_id=message.queue_id,
-                producer_id=message.producer_id,
-                producer_seq=message.producer_seq,
-            )
+            m = messages[index]
+            info = RecordInfo(offset, size, RecordKind.MESSAGE, m.topic, m.queue_id, m.producer_id, m.producer_seq)
             results[index] = self._indexes.append(info)
         appended: list[Appended] = []
         next_offset = self._log.max_offset if fresh or not messages else 0
@@ -540,7 +533,7 @@ class MessageStore:
                 appended.append(results[index])
                 continue
             original = results[verdict.index] if isinstance(verdict, put_plan.SameAs) else verdict
-            appended.append(dataclasses.replace(original, duplicate=True))
+            appended.append(original._replace(duplicate=True))
             # an ack must cover the original too; a forgotten one is covered by everything so far
             end = original.commit_offset + original.size if original.commit_offset >= 0 else before
             next_offset = max(next_offset, end)
@@ -597,7 +590,7 @@ class MessageStore:
             previous, self._head = self._head, HeadState.empty(offset)
             self._head_file.write(self._head)
         try:
-            headers = self._log.append_raw(offset, data)
+            infos = self._log.append_raw(offset, data)
         except OSError as error:
             raise DiskFullError(f"disk full: the replicated write failed and was undone: {error}") from error
         except BaseException:
@@ -612,19 +605,9 @@ class MessageStore:
             self._indexes = self._rebuild()
             self.flush_checkpoint()
         else:
-            for h in headers:  # what the log's validation read of each item: decoded once
-                self._indexes.append(
-                    RecordInfo(
-                        offset=h.offset,
-                        size=h.size,
-                        kind=h.kind,
-                        topic=h.topic,
-                        queue_id=h.queue_id,
-                        producer_id=h.producer_id,
-                        producer_seq=h.producer_seq,
-                        consumer_offset=h.consumer_offset,
-                    )
-                )
+            append = self._indexes.append
+            for info in infos:  # what the log's validation read of each item: decoded once
+                append(info)
         self._appended()
 
     def replica_start(self, *, from_last_segment: bool) -> int:

@@ -44,6 +44,9 @@ class SameAs:
     index: int
 
 
+NEW: Final = New()
+"""The one `New` verdict (one per message of a put: not built again each time)."""
+
 Verdict = New | SameAs | Appended
 """New, a duplicate within the batch, or a duplicate of an earlier put (`Appended`, duplicate=True)."""
 
@@ -132,13 +135,13 @@ def plan_duplicates(messages: Sequence[Message], producers: ProducerTable) -> li
     for index, message in enumerate(messages):
         pid, seq = message.producer_id, message.producer_seq
         if pid < 0:
-            verdicts.append(New())
+            verdicts.append(NEW)
             continue
         last = max(producers.last_seq(pid), batch_last.get(pid, -1))
         if seq > last:
             batch_last[pid] = seq
             batch_seen[(pid, seq)] = index
-            verdicts.append(New())
+            verdicts.append(NEW)
         elif (pid, seq) in batch_seen:
             verdicts.append(SameAs(batch_seen[(pid, seq)]))
         else:

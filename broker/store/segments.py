@@ -82,7 +82,7 @@ from brokergroup.broker.store.record import (
     DEFAULT_MAX_BODY,
     Blank,
     Corrupt,
-    RecordHeader,
+    RecordInfo,
     Span,
     check_item,
     encode_blank,
@@ -300,7 +300,7 @@ class SegmentedLog(abc.ABC):
         self._write(chunks)
         return placed
 
-    def append_raw(self, offset: int, data: bytes) -> list[RecordHeader]:
+    def append_raw(self, offset: int, data: bytes) -> list[RecordInfo]:
         """Append bytes replicated from a master: whole records and blanks, starting at `offset`;
         returns the records' headers (blanks left out), for the indexes.
 
@@ -317,7 +317,7 @@ class SegmentedLog(abc.ABC):
         rebase = offset != self.max_offset
         start, used = (offset, 0) if rebase else self._tail()
         chunks: list[Chunk] = []
-        headers: list[RecordHeader] = []
+        headers: list[RecordInfo] = []
         position = run = 0  # `run`: where the bytes of the current segment start in `data`
         size, max_body = self.segment_size, self.max_body
         while position < len(data):
@@ -326,7 +326,7 @@ class SegmentedLog(abc.ABC):
                     chunks.append((start, used - (position - run), data[run:position]))
                 start, used, run = start + size, 0, position
             item = check_item(data, position, base=offset, max_body=max_body)
-            if isinstance(item, RecordHeader):
+            if isinstance(item, RecordInfo):
                 ok = self._fits(used, item.size)
                 headers.append(item)
             elif isinstance(item, Blank):

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import types
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from brokergroup.broker.store.epoch import EpochCache, EpochEntry
 
@@ -18,16 +19,19 @@ if TYPE_CHECKING:  # indexes imports this module
     from brokergroup.broker.store.indexes import HeadState
 
 
-@dataclasses.dataclass(frozen=True)
-class Message:
+NO_PROPERTIES: Mapping[str, str] = types.MappingProxyType({})
+
+
+class Message(NamedTuple):
     """A message a producer sends. `producer_id`/`producer_seq` make retries idempotent: a
-    producer numbers its messages 0, 1, 2, ... and the master drops a sequence it already holds."""
+    producer numbers its messages 0, 1, 2, ... and the master drops a sequence it already holds.
+    A named tuple: a master builds one per message it decodes (issue 17)."""
 
     topic: str
     queue_id: int
     body: bytes
     born_timestamp_ms: int
-    properties: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    properties: Mapping[str, str] = NO_PROPERTIES
     producer_id: int = -1
     producer_seq: int = -1
 
@@ -49,9 +53,9 @@ class StoredMessage:
     producer_seq: int
 
 
-@dataclasses.dataclass(frozen=True)
-class Appended:
-    """Where one message of a put landed (or already was, for a duplicate)."""
+class Appended(NamedTuple):
+    """Where one message of a put landed (or already was, for a duplicate). A named tuple: one is
+    built per message a master or a slave appends (issue 17)."""
 
     commit_offset: int
     size: int

@@ -6,10 +6,11 @@ import dataclasses
 
 import pytest
 
-from brokergroup.broker.store.indexes import ProducerTable, QueueEntry, RecordInfo, StoreIndexes
+from brokergroup.broker.store.indexes import ProducerTable, QueueEntry, StoreIndexes
 from brokergroup.broker.store.record import (
     ConsumerOffset,
     DecodedRecord,
+    RecordInfo,
     RecordKind,
     decode_record,
     encode_consumer_offset,

@@ -10,7 +10,7 @@ from brokergroup.broker.store.record import (
     Blank,
     Corrupt,
     DecodedRecord,
-    RecordHeader,
+    RecordInfo,
     Torn,
     check_item,
     decode_record,
@@ -50,14 +50,14 @@ offsets = st.builds(
 items = st.lists(st.one_of(messages, offsets, st.integers(12, 100).map(encode_blank)), max_size=12)
 
 
-def full_decode(data: bytes, base: int) -> list[RecordHeader]:
+def full_decode(data: bytes, base: int) -> list[RecordInfo]:
     headers, position = [], 0
     while position < len(data):
         item = decode_record(data, position)
         assert isinstance(item, DecodedRecord | Blank)
         if isinstance(item, DecodedRecord):
             headers.append(
-                RecordHeader(
+                RecordInfo(
                     offset=base + position,
                     size=item.size,
                     kind=item.kind,
@@ -72,12 +72,12 @@ def full_decode(data: bytes, base: int) -> list[RecordHeader]:
     return headers
 
 
-def check_all(data: bytes, base: int) -> list[RecordHeader]:
+def check_all(data: bytes, base: int) -> list[RecordInfo]:
     headers, position = [], 0
     while position < len(data):
         item = check_item(data, position, base=base)
-        assert isinstance(item, RecordHeader | Blank)
-        if isinstance(item, RecordHeader):
+        assert isinstance(item, RecordInfo | Blank)
+        if isinstance(item, RecordInfo):
             headers.append(item)
         else:
             assert item.offset == base + position
@@ -104,7 +104,7 @@ def test_a_damaged_item_gets_the_verdict_of_the_full_decode(encoded: list[bytes]
         if isinstance(full, Torn | Corrupt):
             assert checked == full
             return
-        assert isinstance(checked, RecordHeader | Blank)
+        assert isinstance(checked, RecordInfo | Blank)
         assert checked.size == full.size
         position += full.size
 

@@ -31,7 +31,7 @@ from brokergroup.broker.store.index_files import (
     STEP_INDEX_OLD_FILES_DELETED,
     STEP_INDEX_QUEUES_WRITTEN,
 )
-from brokergroup.broker.store.indexes import HeadState, RecordInfo, StoreIndexes
+from brokergroup.broker.store.indexes import HeadState, StoreIndexes
 from brokergroup.broker.store.message_store import (
     COMMITLOG_DIR,
     INDEX_DIR,
@@ -39,7 +39,7 @@ from brokergroup.broker.store.message_store import (
     MessageStore,
     scan_infos,
 )
-from brokergroup.broker.store.record import RecordKind
+from brokergroup.broker.store.record import RecordInfo, RecordKind
 from tests.unit.broker.store_factories import FakeClock, msg
 
 SEGMENT = 4096

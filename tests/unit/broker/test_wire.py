@@ -4,7 +4,6 @@ input refused with a WireError naming the field, fuzzing, round trips) and the J
 from __future__ import annotations
 
 import base64
-import dataclasses
 import json
 import struct
 from typing import Any
@@ -328,7 +327,7 @@ def test_json_messages() -> None:
         ],
     )
     decoded = wire.messages_from_json(request, now_ms=NOW)
-    assert decoded == [GOLDEN_MESSAGES[0], dataclasses.replace(GOLDEN_MESSAGES[1], born_timestamp_ms=NOW)]
+    assert decoded == [GOLDEN_MESSAGES[0], GOLDEN_MESSAGES[1]._replace(born_timestamp_ms=NOW)]
 
 
 def test_json_without_producer_id_drops_the_sequence() -> None:
