@@ -77,6 +77,8 @@ _FIELDS = struct.Struct(
     "H"  # props_len
     "i"  # body_len
 )
+_HEADER = struct.Struct(_FRAME.format + _FIELDS.format[1:])
+"""A record's frame header and fields in one unpack (`check_item`'s fast path)."""
 _LENGTH = struct.Struct(">i")  # total_length alone, at offset 4 of the frame header
 _OFFSET = struct.Struct(">q")  # consumer offset at the start of a CONSUMER_OFFSET body
 FRAME_HEADER_SIZE: Final = _FRAME.size  # 12
@@ -346,7 +348,14 @@ def check_item(buf: Buffer, offset: int = 0, *, base: int = 0, max_body: int = D
     """Validate the item at `offset` exactly as `decode_record` does (CRC, fields, utf-8, properties,
     a consumer offset's body) and return what the indexes need of it, with its offset shifted by
     `base`: a slave's replicated item is validated and read in this one pass (issue 17), its body
-    never copied. Never raises for any bytes (only for an offset outside `buf`)."""
+    never copied. Never raises for any bytes (only for an offset outside `buf`).
+
+    A MESSAGE record that passes every check is read in one unpack (`_message_info`); any other
+    item, or any check failing, takes the full path, which names what is wrong."""
+    if offset >= 0 and len(buf) - offset >= RECORD_HEADER_SIZE:
+        info = _message_info(buf, offset, base, max_body)
+        if info is not None:
+            return info
     checked = _check(buf, offset, max_body)
     if not isinstance(checked, _Checked):
         return checked if not isinstance(checked, Blank) else Blank(base + offset, checked.size)
@@ -359,6 +368,42 @@ def check_item(buf: Buffer, offset: int = 0, *, base: int = 0, max_body: int = D
         consumer = ConsumerOffset(group=group, topic=checked.topic, queue_id=f.queue_id, offset=committed)
     topic, kind = checked.topic, RecordKind(f.kind)
     return RecordInfo(base + offset, checked.size, kind, topic, f.queue_id, f.producer_id, f.producer_seq, consumer)
+
+
+def _message_info(buf: Buffer, offset: int, base: int, max_body: int) -> RecordInfo | None:
+    """`check_item`'s fast path: the info of the MESSAGE record at `offset` if it passes every check
+    of the full path (`_check`: magic, length, CRC, fields, utf-8 topic, properties), else None. The
+    caller made sure a whole header is there."""
+    (magic, length, crc, kind, _, queue_id, producer_id, producer_seq, born, stored, topic_len, props_len, body_len) = (
+        _HEADER.unpack_from(buf, offset)
+    )
+    if not (
+        magic == MAGIC
+        and kind == RecordKind.MESSAGE
+        and length == RECORD_HEADER_SIZE + topic_len + props_len + body_len
+        and length <= len(buf) - offset
+        and queue_id >= 0
+        and (producer_id == producer_seq == -1 or (producer_id >= 0 and producer_seq >= 0))
+        and born >= 0
+        and stored >= 0
+        and 1 <= topic_len <= MAX_TOPIC_BYTES
+        and props_len <= MAX_PROPERTIES_BYTES
+        and 0 <= body_len <= max_body
+        and zlib.crc32(memoryview(buf)[offset + _FRAME.size : offset + length]) == crc
+    ):
+        return None
+    start = offset + RECORD_HEADER_SIZE
+    try:
+        topic = bytes(buf[start : start + topic_len]).decode()
+        if (
+            props_len
+            and _parse_properties(bytes(buf[start + topic_len : start + topic_len + props_len]).decode()) is None
+        ):
+            return None
+    except UnicodeDecodeError:
+        return None
+    message = RecordKind.MESSAGE
+    return RecordInfo(base + offset, length, message, topic, queue_id, producer_id, producer_seq, None)
 
 
 ItemHeader = RecordInfo | Blank | Torn | Corrupt

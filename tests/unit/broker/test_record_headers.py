@@ -3,6 +3,10 @@ full decode, for messages, consumer offsets and blanks alike, and refuses exactl
 
 from __future__ import annotations
 
+import struct
+import zlib
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -113,3 +117,67 @@ def test_a_corrupt_item_is_named() -> None:
     record = bytearray(encode_record(topic="t", queue_id=0, body=b"x", born_timestamp_ms=1, store_timestamp_ms=1))
     record[-1] ^= 1
     assert check_item(bytes(record)) == Corrupt(0, "crc32 mismatch")
+
+
+def resealed(
+    record: bytes,
+    field: str,
+    value: int,
+    *,
+    body: bytes | None = None,
+    topic: bytes | None = None,
+    total_from_fields: bool = False,
+) -> bytes:
+    """`record` with one header field set to `value` (its topic, or its properties and body, replaced), and its
+    total length and CRC made consistent again: only the field checks can refuse it. `total_from_fields`: the total
+    length is the fields' sum (57 + topic + properties + body lengths) and the CRC covers the bytes up to it."""
+    names = ("kind", "flags", "queue_id", "producer_id", "producer_seq", "born", "stored", "topic_len", "props_len")
+    fields = list(struct.unpack_from(">BBiqqqqBHi", record, 12))
+    head_end = 57
+    topic_bytes = record[head_end : head_end + fields[7]]
+    rest = record[head_end + fields[7] :]
+    if topic is not None:
+        topic_bytes, fields[7] = topic, len(topic)
+    if field != "body_len":
+        fields[names.index(field)] = value
+    if body is not None:  # the properties and the body
+        rest, fields[9] = body, len(body) - fields[8]
+    if field == "body_len":
+        fields[9] = value
+    covered = struct.pack(">BBiqqqqBHi", *fields) + topic_bytes + rest
+    total = 57 + fields[7] + fields[8] + fields[9] if total_from_fields else 12 + len(covered)
+    return struct.pack(">IiI", 0x42474C31, total, zlib.crc32(covered[: total - 12])) + covered
+
+
+LONG_PROPS = b'{"a":"' + b"p" * 40_000 + b'"}'
+"""Properties longer than the 32 KiB a record may carry, valid JSON."""
+GOOD = encode_record(topic="t", queue_id=3, body=b"x" * 40, born_timestamp_ms=1, store_timestamp_ms=2)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param(resealed(GOOD, "kind", 3), id="kind"),
+        pytest.param(resealed(GOOD, "queue_id", -1), id="queue-id"),
+        pytest.param(resealed(GOOD, "producer_seq", 5), id="seq-without-producer"),
+        pytest.param(resealed(GOOD, "producer_id", -7), id="producer-id"),
+        pytest.param(resealed(GOOD, "born", -1), id="born"),
+        pytest.param(resealed(GOOD, "stored", -1), id="stored"),
+        pytest.param(
+            resealed(GOOD, "props_len", len(LONG_PROPS), body=LONG_PROPS + b"x" * 40, total_from_fields=True),
+            id="props-too-long",
+        ),
+        pytest.param(resealed(GOOD, "body_len", -3, body=b"", total_from_fields=True), id="body-len-negative"),
+        pytest.param(resealed(GOOD, "body_len", 20), id="lengths-disagree"),
+        pytest.param(resealed(GOOD, "topic_len", 0, topic=b""), id="topic-empty"),
+        pytest.param(resealed(GOOD, "flags", 0, topic=b"\xff\xfe"), id="topic-not-utf8"),
+        pytest.param(resealed(GOOD, "props_len", 3, body=b"[1]" + b"x" * 40), id="props-not-an-object"),
+    ],
+)
+def test_a_record_with_a_valid_crc_and_a_bad_field_is_refused_as_the_full_decode_refuses_it(bad: bytes) -> None:
+    """The fast path (`_message_info`) accepts nothing that the full path refuses: each bad field, sealed with a
+    correct length and CRC, gets the full decode's Corrupt verdict."""
+    full = decode_record(bad)
+    assert isinstance(full, Corrupt), full
+    assert check_item(bad) == full
+    assert check_item(bad, base=100) == full, "a refusal names the item's position in the buffer, not shifted"
