@@ -64,3 +64,37 @@ def test_the_documented_short_run_compares_both_systems(tmp_path: Path) -> None:
     assert abs(ratio - doc["brokergroup"]["single_msgs_per_s"] / doc["rocketmq"]["single_msgs_per_s"]) < 0.001
     assert set(doc["goals"]) == {"single_msgs_per_s", "single_p99_ms", "batched_msgs_per_s", "single_cpu_ms"}
     assert "| single_msgs_per_s |" in done.stdout
+
+
+FULL_RUN = (
+    "BROKERGROUP_ROCKETMQ_HARNESS=/work/shared/anchors/rocketmq "
+    "python3 -m brokergroup.cli bench rocketmq --rounds 2 --messages 60000"
+)
+
+
+@pytest.mark.timeout(1500)  # 7 JVMs twice, 60k messages a phase on each side: about 4.5 min here
+def test_the_documented_60k_comparison_runs_as_written(tmp_path: Path) -> None:
+    """The command docs/benchmarks.md gives for issue 17's sixteenth session, run as written (its environment
+    assignment included, `--out` added): two rounds in alternated order, 60k messages a phase."""
+    assert f"`{FULL_RUN}`" in (ROOT / "docs" / "benchmarks.md").read_text()
+    assignment, *argv = shlex.split(FULL_RUN)
+    name, value = assignment.split("=", 1)
+    if not (Path(value) / "rmq_anchor.py").is_file():
+        missing(f"the RocketMQ anchor harness at {value}, where the documented command looks for it")
+    out = tmp_path / "rocketmq-60k.json"
+    done = subprocess.run(
+        [*argv, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, name: value},
+        cwd=ROOT,
+        timeout=1400,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert doc["params"]["messages"] == 60000, doc["params"]
+    assert [r["order"] for r in doc["rounds"]] == [["rocketmq", "brokergroup"], ["brokergroup", "rocketmq"]]
+    for side in ("rocketmq", "brokergroup"):
+        assert doc[side]["single_msgs_per_s"] > 0 and doc[side]["batched_msgs_per_s"] > 0, doc[side]
+    assert set(doc["goals"]) == {"single_msgs_per_s", "single_p99_ms", "batched_msgs_per_s", "single_cpu_ms"}
