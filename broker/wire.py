@@ -122,6 +122,10 @@ _MESSAGE_HEAD = struct.Struct(">qqI")
 _U32 = struct.Struct(">I")
 
 
+def _truncated(what: str, pos: int) -> WireError:
+    return WireError(f"batch truncated while reading {what} at byte {pos}")
+
+
 class _Reader:
     def __init__(self, data: bytes) -> None:
         self.data = data
@@ -129,7 +133,7 @@ class _Reader:
 
     def take(self, n: int, what: str) -> bytes:
         if n < 0 or self.pos + n > len(self.data):
-            raise WireError(f"batch truncated while reading {what} at byte {self.pos}")
+            raise _truncated(what, self.pos)
         chunk = self.data[self.pos : self.pos + n]
         self.pos += n
         return chunk
@@ -172,11 +176,11 @@ def decode_batch(data: bytes, *, now_ms: int) -> list[Message]:
     pos, end = r.pos, len(data)
     for i in range(count):  # the hot loop of a batched put (issue 17): offsets, no reader calls
         if pos + _MESSAGE_HEAD.size > end:
-            raise WireError(f"batch truncated while reading message {i} header at byte {pos}")
+            raise _truncated(f"message {i} header", pos)
         seq, born, props_len = _MESSAGE_HEAD.unpack_from(data, pos)
         pos += _MESSAGE_HEAD.size
         if pos + props_len > end:
-            raise WireError(f"batch truncated while reading message {i} properties at byte {pos}")
+            raise _truncated(f"message {i} properties", pos)
         props: Mapping[str, str] = NO_PROPERTIES
         if props_len:
             try:
@@ -189,11 +193,11 @@ def decode_batch(data: bytes, *, now_ms: int) -> list[Message]:
                 raise WireError(f"messages[{i}].properties: must be an object of strings")
             pos += props_len
         if pos + _U32.size > end:
-            raise WireError(f"batch truncated while reading message {i} body length at byte {pos}")
+            raise _truncated(f"message {i} body length", pos)
         (body_len,) = _U32.unpack_from(data, pos)
         pos += _U32.size
         if pos + body_len > end:
-            raise WireError(f"batch truncated while reading message {i} body at byte {pos}")
+            raise _truncated(f"message {i} body", pos)
         body = data[pos : pos + body_len]
         pos += body_len
         if producer_id >= 0 and seq < 0:

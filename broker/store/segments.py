@@ -302,7 +302,7 @@ class SegmentedLog(abc.ABC):
 
     def append_raw(self, offset: int, data: bytes) -> list[RecordInfo]:
         """Append bytes replicated from a master: whole records and blanks, starting at `offset`;
-        returns the records' headers (blanks left out), for the indexes.
+        returns the records' infos (blanks left out), for the indexes.
 
         `offset` must be `max_offset`; an empty log also accepts any segment-aligned offset (a
         new slave starts where the master's log starts). Nothing is written unless all is valid.
@@ -317,7 +317,7 @@ class SegmentedLog(abc.ABC):
         rebase = offset != self.max_offset
         start, used = (offset, 0) if rebase else self._tail()
         chunks: list[Chunk] = []
-        headers: list[RecordInfo] = []
+        infos: list[RecordInfo] = []
         position = run = 0  # `run`: where the bytes of the current segment start in `data`
         size, max_body = self.segment_size, self.max_body
         while position < len(data):
@@ -328,7 +328,7 @@ class SegmentedLog(abc.ABC):
             item = check_item(data, position, base=offset, max_body=max_body)
             if isinstance(item, RecordInfo):
                 ok = self._fits(used, item.size)
-                headers.append(item)
+                infos.append(item)
             elif isinstance(item, Blank):
                 ok = used + item.size == size
             else:
@@ -341,7 +341,7 @@ class SegmentedLog(abc.ABC):
         if rebase:
             self.reset(offset)
         self._write(chunks)
-        return headers
+        return infos
 
     def reset(self, offset: int) -> None:
         """Drop every segment: the log is empty at `offset` (a multiple of the segment size)."""
