@@ -1,12 +1,13 @@
 """Puts waiting for replica acks (RocketMQ `GroupTransferService`), on one asyncio loop.
 
-`wait(next_offset, timeout_s)` answers PUT_OK as soon as `is_acked(next_offset)` holds, else
+`wait(next_offset, timeout_s)` answers PUT_OK as soon as `next_offset <= acked_up_to()`, else
 FLUSH_SLAVE_TIMEOUT after `timeout_s` (the message stays in the master's log). The owner calls
 `notify()` whenever acks or the sync-state-set change; waiters are not polled.
 
-Invariant used for speed: `is_acked` is monotone in the offset (if a put ending at `o` is acked,
-so is every put ending before `o`), so waiters sit in a heap by offset and `notify()` stops at the
-first one that is not acked: O(released · log n) per call.
+Invariant used for speed: being acked is monotone in the offset (if a put ending at `o` is acked,
+so is every put ending before `o`), so the owner answers with one offset (`acked_up_to`, read once
+per `notify()` and once per `wait()`, not once per waiter), waiters sit in a heap by offset and
+`notify()` stops at the first one past it: O(released · log n) per call.
 
 Timeouts share one timer (issue 17: an `asyncio.timeout` per put armed and cancelled a loop timer
 for every put, about 4 % of a master's event loop under single sends). Deadlines sit in a second
@@ -27,8 +28,9 @@ from brokergroup.broker.store.types import PutStatus
 
 
 class AckWaiters:
-    def __init__(self, is_acked: Callable[[int], bool]) -> None:
-        self._is_acked = is_acked
+    def __init__(self, acked_up_to: Callable[[], int]) -> None:
+        """`acked_up_to()`: the highest offset a put may end at and be acked now."""
+        self._acked_up_to = acked_up_to
         self._heap: list[tuple[int, int, asyncio.Future[PutStatus]]] = []
         self._deadlines: list[tuple[float, int, asyncio.Future[PutStatus]]] = []
         self._order = itertools.count()
@@ -42,7 +44,7 @@ class AckWaiters:
     async def wait(self, next_offset: int, timeout_s: float) -> PutStatus:
         """PUT_OK once a put ending at `next_offset` is acked enough; FLUSH_SLAVE_TIMEOUT after
         `timeout_s`, or the status given to `fail_all()`."""
-        if self._is_acked(next_offset):
+        if next_offset <= self._acked_up_to():
             return PutStatus.PUT_OK
         loop = asyncio.get_running_loop()
         future: asyncio.Future[PutStatus] = loop.create_future()
@@ -79,11 +81,14 @@ class AckWaiters:
     def notify(self) -> None:
         """Re-evaluate: release every waiter whose put is now acked enough."""
         heap = self._heap
+        if not heap:
+            return
+        acked = self._acked_up_to()
         while heap:
             offset, _, future = heap[0]
             if future.done():
                 heapq.heappop(heap)
-            elif self._is_acked(offset):
+            elif offset <= acked:
                 heapq.heappop(heap)
                 future.set_result(PutStatus.PUT_OK)
             else:

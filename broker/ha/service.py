@@ -80,7 +80,7 @@ class HAService:
             all_ack=settings.all_ack_in_sync_state_set,
         )
         self._ack_nums = ALL_ACK if settings.all_ack_in_sync_state_set else settings.in_sync_replicas
-        self._waiters = AckWaiters(self._acked)
+        self._waiters = AckWaiters(self._acked_up_to)
         self._server = HAServer(store, settings=settings, clock_ms=clock_ms, events=_Events(self))
         self._slave: HASlave | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -231,8 +231,9 @@ class HAService:
             return PutStatus.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return status
 
-    def _acked(self, next_offset: int) -> bool:
-        return self._role == "master" and self._syncset.acked_enough(next_offset, self._acks(), self._ack_nums)
+    def _acked_up_to(self) -> int:
+        """How far puts are acked as configured (-1, none, unless master)."""
+        return self._syncset.acked_up_to(self._acks(), self._ack_nums) if self._role == "master" else -1
 
     # ---- what the links report --------------------------------------------------------------------------
     def _live(self) -> list[MasterLink]:

@@ -49,6 +49,9 @@ logger = logging.getLogger(__name__)
 ALL_ACK: Final = -1
 """`ack_nums` meaning "every member of the sync-state-set" (RocketMQ ALL_ACK_IN_SYNC_STATE_SET)."""
 
+EVERY_OFFSET: Final = 2**63 - 1
+"""`acked_up_to` when a put waits for no replica: every offset is acked."""
+
 
 def merge_acks(pairs: Iterable[tuple[int, int]]) -> dict[int, int]:
     """One ack offset per slave id from (slave id, ack offset) per connection: the highest.
@@ -235,6 +238,17 @@ class SyncStateSetManager:
         if any(m not in connected or acks.get(m, -1) <= 0 for m in others):
             return frozen
         return max(frozen, min(max_offset, *(acks[m] for m in others)))
+
+    def acked_up_to(self, acks: Mapping[int, int], ack_nums: int) -> int:
+        """The highest `next_offset` that `acked_enough` accepts with these acks (`EVERY_OFFSET`
+        when nothing is waited for; below 0 when not even offset 0 is acked): the rule is monotone
+        in the offset, so the acks are read once for every waiting put, not once per put."""
+        if ack_nums == ALL_ACK:
+            return min((acks.get(m, -1) for m in self._union - {self.self_id}), default=EVERY_OFFSET)
+        if ack_nums <= 1:
+            return EVERY_OFFSET
+        durable = sorted((acks.get(m, -1) for m in self._durable - {self.self_id}), reverse=True)
+        return durable[ack_nums - 2] if len(durable) >= ack_nums - 1 else -1
 
     def acked_enough(self, next_offset: int, acks: Mapping[int, int], ack_nums: int) -> bool:
         """Whether a put ending at `next_offset` has the acks it waits for (reference §4.6).

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from brokergroup.broker.ha.syncset import ALL_ACK, SyncStateSetManager, merge_acks
 
@@ -301,6 +303,24 @@ def test_counted_acks_skip_a_member_whose_removal_is_pending() -> None:
     m.mark_synchronizing(frozenset({1, 2}))
     assert not m.acked_enough(100, {3: 100}, 2)
     assert m.acked_enough(100, {2: 100}, 2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    local=st.frozensets(st.integers(1, 5)),
+    pending=st.lists(st.frozensets(st.integers(1, 5)), max_size=2),
+    acks=st.dictionaries(st.integers(1, 6), st.integers(-1, 6)),
+    ack_nums=st.integers(-1, 5),
+    offset=st.integers(0, 7),
+)
+def test_acked_up_to_is_the_offsets_acked_enough_accepts(
+    local: frozenset[int], pending: list[frozenset[int]], acks: dict[int, int], ack_nums: int, offset: int
+) -> None:
+    """The one offset the put waiters compare with (read once per ack) agrees with the per-put rule."""
+    m = manager(set(local | {1}))
+    for proposal in pending:
+        m.mark_synchronizing(proposal)
+    assert (offset <= m.acked_up_to(acks, ack_nums)) == m.acked_enough(offset, acks, ack_nums)
 
 
 def test_duplicate_connections_of_one_slave_count_once() -> None:
