@@ -22,6 +22,7 @@ Each case counts in `brokergroup_broker_binary_rejected_total{reason}`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from typing import Any, cast
@@ -62,16 +63,12 @@ def put_result(ctx: BrokerContext, outcome: PutOutcome) -> cf.PutResult:
 
 
 async def answer(ctx: BrokerContext, raw: cf.RawFrame) -> bytes:
-    """The reply frame to one request frame; every failure becomes an ERROR frame."""
+    """The reply frame to one request frame but PRODUCE (`Connection.produce`); every failure becomes
+    an ERROR frame."""
     rid = raw.request_id
     try:
         request = cf.parse_request(raw)
-        if isinstance(request, cf.Produce):
-            messages = wire.decode_batch(request.batch, now_ms=wall_ms())
-            refused = read_only_refusal(ctx)
-            if refused is not None:
-                return cf.encode_put_result(rid, cf.PutResult(status=NO_PERMISSION, remark=refused))
-            return cf.encode_put_result(rid, put_result(ctx, await ctx.puts.put(messages)))
+        assert not isinstance(request, cf.Produce), "a PRODUCE is answered by Connection.produce"
         if isinstance(request, cf.Consume):
             refuse_if_fenced(ctx)
             found = ctx.store.get_messages(
@@ -104,16 +101,22 @@ async def answer(ctx: BrokerContext, raw: cf.RawFrame) -> bytes:
             return cf.encode_put_result(rid, put_result(ctx, outcome))
         refuse_if_fenced(ctx)
         return cf.encode_offset(rid, ctx.store.consumer_offset(request.group, request.topic, request.queue_id))
-    except cf.BadFrame as exc:
+    except Exception as exc:  # noqa: BLE001 - error_reply logs an unexpected one
+        return error_reply(ctx, raw, exc)
+
+
+def error_reply(ctx: BrokerContext, raw: cf.RawFrame, exc: Exception) -> bytes:
+    """The ERROR frame answering `raw` that failed with `exc` (an unexpected one is logged)."""
+    rid = raw.request_id
+    if isinstance(exc, cf.BadFrame):
         ctx.metrics.binary_rejected.labels(exc.reason).inc()
         return cf.encode_error(rid, cf.Error("BAD_REQUEST", 400, exc.remark))
-    except BadRequest as exc:
+    if isinstance(exc, BadRequest):
         return cf.encode_error(rid, cf.Error("BAD_REQUEST", exc.status, exc.remark))
-    except BrokerError as exc:
+    if isinstance(exc, BrokerError):
         return cf.encode_error(rid, cf.Error("BAD_REQUEST", 400, str(exc)))
-    except Exception:
-        logger.exception("unexpected error answering a binary %s request", _type_name(raw.type))
-        return cf.encode_error(rid, cf.Error("SYSTEM_ERROR", 500, "internal error, see the broker log"))
+    logger.error("unexpected error answering a binary %s request", _type_name(raw.type), exc_info=exc)
+    return cf.encode_error(rid, cf.Error("SYSTEM_ERROR", 500, "internal error, see the broker log"))
 
 
 def _type_name(kind: int) -> str:
@@ -134,6 +137,8 @@ class Connection(asyncio.Protocol):
         self.decoder = cf.FrameDecoder(max_frame=cf.DEFAULT_MAX_REQUEST)
         self.transport: asyncio.Transport | None = None
         self.tasks: set[asyncio.Task[None]] = set()
+        self.puts_pending = 0
+        """PRODUCE requests written and waiting for their acks and flush (they run without a task)."""
         self.reading_paused = False
         self.writing_paused = False
         self.partial_since: float | None = None
@@ -217,15 +222,51 @@ class Connection(asyncio.Protocol):
         if counter is None:
             counter = self.request_counters[raw.type] = self.metrics.binary_requests.labels(_type_name(raw.type))
         counter.inc()
-        task = asyncio.get_running_loop().create_task(self.run(raw))
-        self.tasks.add(task)
-        task.add_done_callback(self.finished)
+        if raw.type == cf.FrameType.PRODUCE:
+            self.produce(raw)
+        else:
+            task = asyncio.get_running_loop().create_task(self.run(raw))
+            self.tasks.add(task)
+            task.add_done_callback(self.finished)
         self.flow()
 
-    async def run(self, raw: cf.RawFrame) -> None:
-        reply = await answer(self.ctx, raw)
+    def produce(self, raw: cf.RawFrame) -> None:
+        """A PRODUCE is answered from callbacks (`PutPath.put_then`), not by a task per request: the
+        write now, the reply once the acks and the flush are in (issue 17)."""
+        ctx = self.ctx
+        try:
+            messages = wire.decode_batch(raw.payload, now_ms=wall_ms())
+            refused = read_only_refusal(ctx)
+            if refused is not None:
+                return self.reply(
+                    cf.encode_put_result(raw.request_id, cf.PutResult(status=NO_PERMISSION, remark=refused))
+                )
+            self.puts_pending += 1
+            try:
+                ctx.puts.put_then(messages, functools.partial(self.put_done, raw))
+            except BaseException:
+                self.puts_pending -= 1
+                raise
+        except Exception as exc:  # noqa: BLE001 - error_reply logs an unexpected one
+            self.reply(error_reply(ctx, raw, exc))
+
+    def put_done(self, raw: cf.RawFrame, outcome: PutOutcome | Exception) -> None:
+        self.puts_pending -= 1
+        if isinstance(outcome, PutOutcome):
+            try:
+                self.reply(cf.encode_put_result(raw.request_id, put_result(self.ctx, outcome)))
+            except Exception as exc:  # noqa: BLE001 - error_reply logs an unexpected one
+                self.reply(error_reply(self.ctx, raw, exc))
+        else:
+            self.reply(error_reply(self.ctx, raw, outcome))
+        self.flow()
+
+    def reply(self, frame: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():
-            self.replies.write(reply)
+            self.replies.write(frame)
+
+    async def run(self, raw: cf.RawFrame) -> None:
+        self.reply(await answer(self.ctx, raw))
 
     def finished(self, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)
@@ -236,7 +277,7 @@ class Connection(asyncio.Protocol):
         transport = self.transport
         if transport is None or transport.is_closing():
             return
-        stop = len(self.tasks) >= self.max_in_flight or self.writing_paused
+        stop = len(self.tasks) + self.puts_pending >= self.max_in_flight or self.writing_paused
         if stop and not self.reading_paused:
             transport.pause_reading()
             self.reading_paused = True

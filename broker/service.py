@@ -13,21 +13,22 @@ may not survive, and an idempotent producer's retry settles it.
 
 from __future__ import annotations
 
-import dataclasses
+import asyncio
+import functools
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from prometheus_client import Counter
 
 from brokergroup.broker.errors import DiskFullError
 from brokergroup.broker.metrics import BrokerMetrics
-from brokergroup.broker.role import RoleManager
+from brokergroup.broker.role import Replication, RoleManager
 from brokergroup.broker.store.types import Message, PutResult, PutStatus
 
 
 class Flusher(Protocol):
-    async def wait_flushed(self, offset: int) -> bool: ...
+    def flushed_soon(self, offset: int) -> bool | asyncio.Future[bool]: ...
 
 
 class Store(Protocol):
@@ -36,11 +37,15 @@ class Store(Protocol):
     def put_consumer_offset(self, *, group: str, topic: str, queue_id: int, offset: int, now_ms: int) -> PutResult: ...
 
 
-@dataclasses.dataclass(frozen=True)
-class PutOutcome:
+class PutOutcome(NamedTuple):
     status: PutStatus
     remark: str = ""
     result: PutResult | None = None
+
+
+Then = Callable[[PutOutcome | Exception], None]
+"""Where `PutPath.put_then` sends a put's outcome; an exception is a bug met after the write (the
+HTTP API and the binary port answer it as an internal error)."""
 
 
 def wall_ms() -> int:
@@ -56,8 +61,22 @@ class PutPath:
         self._put_counters: dict[PutStatus, Counter] = {}
 
     async def put(self, messages: Sequence[Message]) -> PutOutcome:
+        return await _awaited(functools.partial(self.put_then, messages))
+
+    def put_then(self, messages: Sequence[Message], then: Then) -> None:
+        """`put` without a coroutine: `then(outcome)` now, or from a callback once the acks and the
+        flush are in (the binary port answers a put so, without a task and a chain of coroutines per
+        request). What the write raises (bad input, nothing written) is raised here."""
         started = time.perf_counter()
-        outcome = await self._put(lambda: self.store.put_messages(messages, now_ms=wall_ms()))
+
+        def counted(outcome: PutOutcome | Exception) -> None:
+            if isinstance(outcome, PutOutcome):
+                self._count(outcome, started)
+            then(outcome)
+
+        self._put(lambda: self.store.put_messages(messages, now_ms=wall_ms()), counted)
+
+    def _count(self, outcome: PutOutcome, started: float) -> None:
         counter = self._put_counters.get(outcome.status)
         if counter is None:
             counter = self._put_counters[outcome.status] = self.metrics.puts.labels(outcome.status.value)
@@ -68,31 +87,65 @@ class PutPath:
             if dups:
                 self.metrics.duplicates.inc(dups)
             self.metrics.put_messages.inc(len(outcome.result.appended) - dups)
-        return outcome
 
     async def put_consumer_offset(self, *, group: str, topic: str, queue_id: int, offset: int) -> PutOutcome:
-        return await self._put(
-            lambda: self.store.put_consumer_offset(
+        def write() -> PutResult:
+            return self.store.put_consumer_offset(
                 group=group, topic=topic, queue_id=queue_id, offset=offset, now_ms=wall_ms()
             )
-        )
 
-    async def _put(self, write: Callable[[], PutResult]) -> PutOutcome:
+        return await _awaited(functools.partial(self._put, write))
+
+    def _put(self, write: Callable[[], PutResult], then: Then) -> None:
         refused = self.role.check_write()
         if refused is not None:
-            return PutOutcome(refused[0], refused[1])
+            return then(PutOutcome(refused[0], refused[1]))
         ha = self.role.replication()
         short = ha.check_put()
         if short is not None:
-            return PutOutcome(short, "in-sync replicas fewer than minInSyncReplicas; nothing was written")
+            return then(PutOutcome(short, "in-sync replicas fewer than minInSyncReplicas; nothing was written"))
         try:
             result = write()
         except DiskFullError as error:  # nothing was written (refused, or a failed write undone)
-            return PutOutcome(PutStatus.SERVICE_NOT_AVAILABLE, str(error))
-        # One after the other, not gathered (two tasks per put): both fsyncs run meanwhile anyway, and
+            return then(PutOutcome(PutStatus.SERVICE_NOT_AVAILABLE, str(error)))
+        # The acks, then the flush, not both waited for at once: both fsyncs run meanwhile anyway, and
         # the master's own is usually done by the time the slowest replica has acknowledged.
-        replicated = await ha.wait_replicated(result.next_offset)
-        flushed = await self.flusher.wait_flushed(result.next_offset)
+        replicated = ha.replicated_soon(result.next_offset)
+        if isinstance(replicated, PutStatus):
+            outcome = self._acked(result, replicated, then)
+            if outcome is not None:
+                then(outcome)
+            return None
+        replicated.add_done_callback(functools.partial(self._acks_in, ha, result, then))
+        return None
+
+    def _acks_in(self, ha: Replication, result: PutResult, then: Then, acks: asyncio.Future[PutStatus]) -> None:
+        try:
+            outcome = self._acked(
+                result, ha.after_acks(PutStatus.FLUSH_SLAVE_TIMEOUT if acks.cancelled() else acks.result()), then
+            )
+        except Exception as error:  # noqa: BLE001 - a bug: `then` answers it as an internal error, logged
+            return then(error)
+        if outcome is not None:
+            then(outcome)
+        return None
+
+    def _acked(self, result: PutResult, replicated: PutStatus, then: Then) -> PutOutcome | None:
+        """The outcome once the acks are in, or None when the flush is not: `then` gets it then."""
+        flushed = self.flusher.flushed_soon(result.next_offset)
+        if isinstance(flushed, bool):
+            return self._outcome(result, replicated, flushed)
+        flushed.add_done_callback(functools.partial(self._flush_in, result, replicated, then))
+        return None
+
+    def _flush_in(self, result: PutResult, replicated: PutStatus, then: Then, flushed: asyncio.Future[bool]) -> None:
+        try:
+            outcome = self._outcome(result, replicated, not flushed.cancelled() and flushed.result())
+        except Exception as error:  # noqa: BLE001 - a bug: `then` answers it as an internal error, logged
+            return then(error)
+        then(outcome)
+
+    def _outcome(self, result: PutResult, replicated: PutStatus, flushed: bool) -> PutOutcome:
         if replicated is PutStatus.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
             remark = "the sync-state-set shrank below minInSyncReplicas while the put waited; fewer copies than asked"
             return PutOutcome(replicated, remark, result)
@@ -104,3 +157,19 @@ class PutPath:
         if after is not None:
             return PutOutcome(after[0], f"outcome unknown: {after[1]} while waiting for acks", result)
         return PutOutcome(PutStatus.PUT_OK, "", result)
+
+
+async def _awaited(start: Callable[[Then], None]) -> PutOutcome:
+    """`start(then)`'s outcome, awaited."""
+    future: asyncio.Future[PutOutcome] = asyncio.get_running_loop().create_future()
+    start(functools.partial(_settle, future))
+    return await future
+
+
+def _settle(future: asyncio.Future[PutOutcome], outcome: PutOutcome | Exception) -> None:
+    if future.done():  # the awaiting request was cancelled
+        return
+    if isinstance(outcome, Exception):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)

@@ -44,8 +44,20 @@ class AckWaiters:
     async def wait(self, next_offset: int, timeout_s: float) -> PutStatus:
         """PUT_OK once a put ending at `next_offset` is acked enough; FLUSH_SLAVE_TIMEOUT after
         `timeout_s`, or the status given to `fail_all()`."""
-        if next_offset <= self._acked_up_to():
+        future = self.enqueue(next_offset, timeout_s)
+        if future is None:
             return PutStatus.PUT_OK
+        try:
+            return await future
+        finally:
+            if not future.done():
+                future.cancel()  # both heaps drop it lazily
+
+    def enqueue(self, next_offset: int, timeout_s: float) -> asyncio.Future[PutStatus] | None:
+        """`wait` without a coroutine: None if acked now, else the future `wait` awaits (cancel it to
+        give up; both heaps drop it lazily)."""
+        if next_offset <= self._acked_up_to():
+            return None
         loop = asyncio.get_running_loop()
         future: asyncio.Future[PutStatus] = loop.create_future()
         order = next(self._order)
@@ -57,11 +69,7 @@ class AckWaiters:
         heapq.heappush(deadlines, (deadline, order, future))
         if self._timer is None or deadline < self._timer_at:
             self._arm(loop, deadline)
-        try:
-            return await future
-        finally:
-            if not future.done():
-                future.cancel()  # both heaps drop it lazily
+        return future
 
     def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
         if self._timer is not None:

@@ -222,11 +222,21 @@ class HAService:
         enough in-sync replicas is acked by the set as it is when the acks come; if that set shrank
         below `min_in_sync_replicas` meanwhile, the put has fewer copies than asked and is answered
         NOT_ENOUGH_REPLICAS_AFTER_APPEND, not PUT_OK."""
+        pending = self.replicated_soon(next_offset)
+        return pending if isinstance(pending, PutStatus) else self.after_acks(await pending)
+
+    def replicated_soon(self, next_offset: int) -> PutStatus | asyncio.Future[PutStatus]:
+        """`wait_replicated` without a coroutine (the binary port answers puts from callbacks): its
+        answer now, or a future of the acks' status, to be passed through `after_acks`."""
         if self._ack_nums in (0, 1):
             return PutStatus.PUT_OK
         if self._role != "master":
             return PutStatus.FLUSH_SLAVE_TIMEOUT
-        status = await self._waiters.wait(next_offset, self._settings.slave_timeout_ms / 1000)
+        pending = self._waiters.enqueue(next_offset, self._settings.slave_timeout_ms / 1000)
+        return self.after_acks(PutStatus.PUT_OK) if pending is None else pending
+
+    def after_acks(self, status: PutStatus) -> PutStatus:
+        """The after-append check of `wait_replicated` on the status its acks gave."""
         if status is PutStatus.PUT_OK and self._syncset.in_sync_replicas_nums() < self._settings.min_in_sync_replicas:
             return PutStatus.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return status

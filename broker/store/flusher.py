@@ -189,7 +189,7 @@ class GroupCommitFlusher:
         self._worker: FlushWorker | None = None
         self._index_worker: FlushWorker | None = None
         self._index_task: asyncio.Task[None] | None = None
-        self._waiters: list[tuple[int, asyncio.Future[bool]]] = []
+        self._waiters: list[tuple[int, asyncio.Future[bool], asyncio.TimerHandle]] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -277,20 +277,28 @@ class GroupCommitFlusher:
         """True once the log is durable up to `offset` (SYNC) or at once (ASYNC); False on
         timeout, after an fsync failure, or when the flusher is not running and `offset` is not
         flushed."""
+        pending = self.flushed_soon(offset)
+        return pending if isinstance(pending, bool) else await pending
+
+    def flushed_soon(self, offset: int) -> bool | asyncio.Future[bool]:
+        """`wait_flushed` without a coroutine (the binary port answers puts from callbacks): its
+        answer now, or a future of it (cancel it to give up)."""
         if self.failure is not None:
             return False
         if self.mode is FlushMode.ASYNC or self.store.flushed_offset >= offset:
             return True
-        if not self.running:
+        loop = self._loop
+        if not self.running or loop is None:
             return False
-        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._waiters.append((offset, waiter))
+        waiter: asyncio.Future[bool] = loop.create_future()
+        self._waiters.append((offset, waiter, loop.call_later(self.timeout_s, self._timed_out, offset, waiter)))
         self._wake.set()
-        try:
-            return await asyncio.wait_for(waiter, self.timeout_s)
-        except TimeoutError:
+        return waiter
+
+    def _timed_out(self, offset: int, waiter: asyncio.Future[bool]) -> None:
+        if not waiter.done():
             logger.warning("flush to offset=%d not done within %.3f s", offset, self.timeout_s)
-            return False
+            waiter.set_result(False)
 
     def _appended(self, _max_offset: int) -> None:
         """Store append listener (SYNC): flush the new bytes. May run on any thread."""
@@ -348,20 +356,23 @@ class GroupCommitFlusher:
         """Resolve the waiters the log now covers (all of them, False, after a failure)."""
         flushed = self.store.flushed_offset
         keep = []
-        for offset, waiter in self._waiters:
+        for offset, waiter, timer in self._waiters:
             if waiter.done():
-                continue
-            if self.failure is not None:
+                timer.cancel()
+            elif self.failure is not None:
+                timer.cancel()
                 waiter.set_result(False)
             elif offset <= flushed:
+                timer.cancel()
                 waiter.set_result(True)
             else:
-                keep.append((offset, waiter))
+                keep.append((offset, waiter, timer))
         self._waiters = keep
 
     def _answer_all(self) -> None:
         self._answer()
-        for _, waiter in self._waiters:
+        for _, waiter, timer in self._waiters:
+            timer.cancel()
             if not waiter.done():
                 waiter.set_result(False)
         self._waiters = []
