@@ -6,8 +6,11 @@ FLUSH_SLAVE_TIMEOUT after `timeout_s` (the message stays in the master's log). T
 
 Invariant used for speed: being acked is monotone in the offset (if a put ending at `o` is acked,
 so is every put ending before `o`), so the owner answers with one offset (`acked_up_to`, read once
-per `notify()` and once per `wait()`, not once per waiter), waiters sit in a heap by offset and
-`notify()` stops at the first one past it: O(released · log n) per call.
+per `notify()`, not once per waiter), waiters sit in a heap by offset and `notify()` stops at the
+first one past it: O(released · log n) per call. A new put past the offset the last `notify()` read
+is not acked (the offset only rises through acks and set changes, which call `notify()`; a put is
+written before its bytes can be acked), so it waits without reading the acks again; any other put
+reads them afresh, so a stale offset never acks a put.
 
 Timeouts share one timer (issue 17: an `asyncio.timeout` per put armed and cancelled a loop timer
 for every put, about 4 % of a master's event loop under single sends). Deadlines sit in a second
@@ -36,6 +39,8 @@ class AckWaiters:
         self._order = itertools.count()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
+        self._known: int | None = None
+        """`acked_up_to()` as the last `notify()` read it (None: not read since a `fail_all()`)."""
 
     def __len__(self) -> int:
         """Waiters still pending."""
@@ -56,7 +61,8 @@ class AckWaiters:
     def enqueue(self, next_offset: int, timeout_s: float) -> asyncio.Future[PutStatus] | None:
         """`wait` without a coroutine: None if acked now, else the future `wait` awaits (cancel it to
         give up; both heaps drop it lazily)."""
-        if next_offset <= self._acked_up_to():
+        known = self._known
+        if (known is None or next_offset <= known) and next_offset <= self._acked_up_to():
             return None
         loop = asyncio.get_running_loop()
         future: asyncio.Future[PutStatus] = loop.create_future()
@@ -89,9 +95,7 @@ class AckWaiters:
     def notify(self) -> None:
         """Re-evaluate: release every waiter whose put is now acked enough."""
         heap = self._heap
-        if not heap:
-            return
-        acked = self._acked_up_to()
+        acked = self._known = self._acked_up_to()
         while heap:
             offset, _, future = heap[0]
             if future.done():
@@ -105,6 +109,7 @@ class AckWaiters:
     def fail_all(self, status: PutStatus = PutStatus.FLUSH_SLAVE_TIMEOUT) -> None:
         """Answer every waiter now (this broker stopped being master)."""
         heap, self._heap, self._deadlines = self._heap, [], []
+        self._known = None
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

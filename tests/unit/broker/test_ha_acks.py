@@ -104,3 +104,44 @@ async def test_puts_acked_in_time_share_one_timer(monkeypatch: pytest.MonkeyPatc
     assert len(waiters._deadlines) <= 2
     timed_out = asyncio.create_task(waiters.wait(1000, 0.01))
     assert await timed_out is PutStatus.FLUSH_SLAVE_TIMEOUT  # answered although earlier entries wait to be dropped
+
+
+async def test_a_put_past_what_the_last_notify_read_waits_without_reading_the_acks() -> None:
+    acks = Acks()
+    waiters = AckWaiters(acks)
+    acks.offset = 100
+    waiters.notify()
+    calls = acks.calls
+    task = asyncio.create_task(waiters.wait(200, 10))
+    await asyncio.sleep(0)
+    assert acks.calls == calls  # a new put ends past the acked offset: nothing read
+    assert not task.done()
+    acks.offset = 200
+    waiters.notify()
+    assert await task is PutStatus.PUT_OK
+
+
+async def test_a_put_within_what_the_last_notify_read_is_checked_afresh() -> None:
+    acks = Acks()
+    waiters = AckWaiters(acks)
+    acks.offset = 100
+    waiters.notify()
+    acks.offset = 1000
+    waiters.notify()  # no waiter: what it read is kept all the same
+    assert await waiters.wait(500, 10) is PutStatus.PUT_OK
+    acks.offset = 100  # the set grew (a proposal): the offset fell, and no notify came
+    task = asyncio.create_task(waiters.wait(500, 10))
+    await asyncio.sleep(0)
+    assert not task.done()  # never acked from the stale offset
+    acks.offset = 500
+    waiters.notify()
+    assert await task is PutStatus.PUT_OK
+
+
+async def test_after_fail_all_a_put_reads_the_acks_again() -> None:
+    acks = Acks()
+    waiters = AckWaiters(acks)
+    waiters.notify()  # read 0
+    waiters.fail_all()
+    acks.offset = 300  # a new term's first ack, before any notify of it
+    assert await waiters.wait(300, 10) is PutStatus.PUT_OK
