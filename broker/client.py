@@ -16,7 +16,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 
@@ -87,11 +87,11 @@ class MasterFinder:
             self.cached = address
 
 
-@dataclasses.dataclass(frozen=True)
-class Attempt:
+class Attempt(NamedTuple):
     """What one try to send a batch to `master` gave: acknowledged (`sent`, whose `attempts` is 1:
     `send_until_acked` counts the tries), refused for good (`fatal`: a bad request that no retry can
-    fix), or worth retrying (with the master the broker named, if any)."""
+    fix), or worth retrying (with the master the broker named, if any). A named tuple: one is built
+    per send (issue 17)."""
 
     status: str
     remark: str
