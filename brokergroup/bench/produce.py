@@ -68,7 +68,15 @@ from typing import Any
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from brokergroup.bench import cpu, socket_baseline
 from brokergroup.bench.stats import machine, summarize
@@ -459,29 +467,47 @@ def top_frames(path: Path, top: int = 15) -> dict[str, Any]:
     }
 
 
+PROGRESS_EVERY = 100
+"""Requests between two progress updates: rich's `advance` per request cost the client process about 4 % of
+its CPU, which the bench counts as the system's (issue 17)."""
+
+
+def _advancer(progress: Progress, task: TaskID, per_request: int) -> Callable[[int], None]:
+    """`drive`'s `on_done` moving a progress bar by messages, not requests."""
+    return lambda done: progress.advance(task, done * per_request)
+
+
 async def drive(
     requests: int,
     workers: Sequence[Callable[[int], Awaitable[int]]],
-    on_done: Callable[[], None],
+    on_done: Callable[[int], None],
 ) -> tuple[list[float], float, int]:
     """Run requests 0..n-1 over the workers (one in flight each). A worker returns its attempts.
+    `on_done(n)` hears of the requests finished since it last did, every `PROGRESS_EVERY` and at the end.
     Returns latencies, elapsed seconds and retries."""
     latencies: list[float] = []
     counter = iter(range(requests))
     retries = 0
+    unreported = 0
 
     async def loop(op: Callable[[int], Awaitable[int]]) -> None:
-        nonlocal retries
+        nonlocal retries, unreported
         for i in counter:
             started = time.perf_counter()
             attempts = await op(i)
             latencies.append(time.perf_counter() - started)
             retries += attempts - 1
-            on_done()
+            unreported += 1
+            if unreported >= PROGRESS_EVERY:
+                on_done(unreported)
+                unreported = 0
 
     begin = time.perf_counter()
     await asyncio.gather(*(loop(w) for w in workers))
-    return latencies, time.perf_counter() - begin, retries
+    elapsed = time.perf_counter() - begin
+    if unreported:
+        on_done(unreported)
+    return latencies, elapsed, retries
 
 
 def phase_result(
@@ -742,7 +768,7 @@ async def bench_mode(
                             if phase.startswith("single")
                             else batch_ops("bench-warmup", 2**62, protocol)
                         )
-                        await drive(params.warmup, warm, lambda: None)
+                        await drive(params.warmup, warm, lambda _: None)
                 spies: dict[str, PySpy] = {}
                 if params.profile_dir is not None:
                     for role in ("master", "slave1"):
@@ -751,9 +777,7 @@ async def bench_mode(
                 task = progress.add_task(f"{mode} {phase} ({params.concurrency} producers)", total=params.messages)
                 flushes = await flush_counts(brokers, master, session)
                 before = meter.snapshot()
-                latencies, elapsed, retries = await drive(
-                    requests, workers, functools.partial(progress.advance, task, per_request)
-                )
+                latencies, elapsed, retries = await drive(requests, workers, _advancer(progress, task, per_request))
                 cpu = CpuMeter.percent(before, meter.snapshot(), elapsed)
                 flushed = await flush_counts(brokers, master, session)
                 progress.update(task, completed=params.messages)
@@ -873,7 +897,7 @@ async def retention_ab(
                         brokers, master = sets[variant], masters[variant]
                         topic = f"bench-{phase}-{number}"
                         if params.warmup:
-                            await drive(params.warmup, ops(variant, "bench-warmup", per_request, 2**62), lambda: None)
+                            await drive(params.warmup, ops(variant, "bench-warmup", per_request, 2**62), lambda _: None)
                         requests = -(-params.messages // per_request)
                         label = f"{mode} round {number} {phase} retention {variant}"
                         task = progress.add_task(label, total=params.messages)
@@ -882,7 +906,7 @@ async def retention_ab(
                         latencies, elapsed, retries = await drive(
                             requests,
                             ops(variant, topic, per_request),
-                            functools.partial(progress.advance, task, per_request),
+                            _advancer(progress, task, per_request),
                         )
                         cpu = CpuMeter.percent(before, meter.snapshot(), elapsed)
                         high = await min_offset_after(brokers, master, session, low, retention.check_interval_ms)
