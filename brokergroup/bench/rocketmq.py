@@ -12,8 +12,10 @@ per message summed over every process of the group and the load generator (Rocke
 brokergroup ÷ RocketMQ and issue 17's goals, judged on those medians. The Maven dependencies and the
 compiled load generator are cached in `--work` (by default ~/.cache/brokergroup/rocketmq-anchor).
 
-Both sides must run on a quiet machine to mean anything: each run reports the load average and the CPU
-other processes used in every phase.
+Both sides must run on a quiet machine to mean anything: each run reports the load average and, per side
+and round, the most CPU in one phase that was not the side's own (`other_percent`: other processes and
+the time the hypervisor stole, which the harness's /proc/stat arithmetic counts together; a slow round
+with a high figure was a noisy window, not a slow system).
 """
 
 from __future__ import annotations
@@ -104,7 +106,9 @@ def brokergroup_side(doc: dict[str, Any]) -> Side:
     single, batched = sync["single"], sync["batched"]
 
     def other(phase: dict[str, Any]) -> float:
-        return float((phase.get("cpu_percent_of_one_core") or {}).get("other processes", 0.0))
+        """As the RocketMQ side counts it: the machine's busy time (/proc/stat, steal included) but ours."""
+        cpu = phase.get("cpu_percent_of_one_core") or {}
+        return float(cpu.get("other processes", 0.0)) + float(cpu.get("stolen by the hypervisor", 0.0))
 
     return Side(
         single_msgs_per_s=_number(single, "msgs_per_s", "brokergroup single"),

@@ -28,7 +28,7 @@ def bg_doc(single: float = 2500.0, batched: float = 13000.0, p99: float = 20.0, 
             "p50_ms": 4.0,
             "p99_ms": p99_ms,
             "cpu_ms_per_message": cpu_ms,
-            "cpu_percent_of_one_core": {"total": 150.0, "other processes": 3.0},
+            "cpu_percent_of_one_core": {"total": 150.0, "other processes": 3.0, "stolen by the hypervisor": 1.5},
         }
 
     return {"results": {"sync": {"single": phase(single, p99, cpu), "batched": phase(batched, 60.0, 0.1)}}}
@@ -44,7 +44,7 @@ def test_rocketmqs_cpu_per_message_sums_every_process_but_the_others() -> None:
 
 def test_brokergroups_side_reads_the_sync_phases() -> None:
     side = rocketmq.brokergroup_side(bg_doc())
-    assert side == Side(2500.0, 4.0, 20.0, 0.5, 13000.0, 0.1, 3.0)
+    assert side == Side(2500.0, 4.0, 20.0, 0.5, 13000.0, 0.1, 4.5)  # other processes + steal, as RocketMQ's side
 
 
 def test_ratios_and_goals_are_judged_on_the_medians_of_the_rounds() -> None:
