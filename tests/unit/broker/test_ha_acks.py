@@ -106,19 +106,24 @@ async def test_puts_acked_in_time_share_one_timer(monkeypatch: pytest.MonkeyPatc
     assert await timed_out is PutStatus.FLUSH_SLAVE_TIMEOUT  # answered although earlier entries wait to be dropped
 
 
+async def waits_until_acked(waiters: AckWaiters, acks: Acks, offset: int) -> None:
+    """A put ending at `offset` waits, and is answered PUT_OK once the acks reach it."""
+    task = asyncio.create_task(waiters.wait(offset, 10))
+    await asyncio.sleep(0)
+    assert not task.done()
+    acks.offset = offset
+    waiters.notify()
+    assert await task is PutStatus.PUT_OK
+
+
 async def test_a_put_past_what_the_last_notify_read_waits_without_reading_the_acks() -> None:
     acks = Acks()
     waiters = AckWaiters(acks)
     acks.offset = 100
     waiters.notify()
     calls = acks.calls
-    task = asyncio.create_task(waiters.wait(200, 10))
-    await asyncio.sleep(0)
-    assert acks.calls == calls  # a new put ends past the acked offset: nothing read
-    assert not task.done()
-    acks.offset = 200
-    waiters.notify()
-    assert await task is PutStatus.PUT_OK
+    await waits_until_acked(waiters, acks, 200)
+    assert acks.calls == calls + 1  # the notify that released it: a new put past the offset read nothing
 
 
 async def test_a_put_within_what_the_last_notify_read_is_checked_afresh() -> None:
@@ -130,12 +135,7 @@ async def test_a_put_within_what_the_last_notify_read_is_checked_afresh() -> Non
     waiters.notify()  # no waiter: what it read is kept all the same
     assert await waiters.wait(500, 10) is PutStatus.PUT_OK
     acks.offset = 100  # the set grew (a proposal): the offset fell, and no notify came
-    task = asyncio.create_task(waiters.wait(500, 10))
-    await asyncio.sleep(0)
-    assert not task.done()  # never acked from the stale offset
-    acks.offset = 500
-    waiters.notify()
-    assert await task is PutStatus.PUT_OK
+    await waits_until_acked(waiters, acks, 500)  # never acked from the stale offset
 
 
 async def test_after_fail_all_a_put_reads_the_acks_again() -> None:
