@@ -401,3 +401,18 @@ async def test_after_a_failed_fsync_a_sync_slave_acknowledges_nothing_more(
     replicate(master, store)
     await flusher.stop()  # its last flush round would flush anything it still may
     assert (store.flushed_offset, store.ackable_offset, seam.calls) == (0, 0, 1)
+
+
+async def test_an_answered_wait_cancels_its_timeout(
+    store: MessageStore, make_flusher: Callable[..., GroupCommitFlusher]
+) -> None:
+    """Each waiting put arms a timer for its timeout; one answered in time leaves none behind (at thousands
+    of puts a second and a 5 s timeout, they would pile up on the loop)."""
+    seam = GatedThread()
+    flusher = make_flusher(seam=seam, timeout_ms=60_000)
+    pending = flusher.flushed_soon(put(store))
+    assert isinstance(pending, asyncio.Future)
+    [(_, _, timer)] = flusher._waiters
+    seam.gate.set()
+    assert await pending is True
+    assert timer.cancelled()
