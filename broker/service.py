@@ -66,7 +66,8 @@ class PutPath:
     def put_then(self, messages: Sequence[Message], then: Then) -> None:
         """`put` without a coroutine: `then(outcome)` now, or from a callback once the acks and the
         flush are in (the binary port answers a put so, without a task and a chain of coroutines per
-        request). What the write raises (bad input, nothing written) is raised here."""
+        request). What the checks and the write raise (bad input, nothing written) is raised here, and then
+        `then` is never called; a bug met after the write goes to `then`."""
         started = time.perf_counter()
 
         def counted(outcome: PutOutcome | Exception) -> None:
@@ -112,31 +113,29 @@ class PutPath:
         # the master's own is usually done by the time the slowest replica has acknowledged.
         replicated = ha.replicated_soon(result.next_offset)
         if isinstance(replicated, PutStatus):
-            outcome = self._acked(result, replicated, then)
-            if outcome is not None:
-                then(outcome)
-            return None
+            return self._acked(result, replicated, then)
         replicated.add_done_callback(functools.partial(self._acks_in, ha, result, then))
         return None
 
     def _acks_in(self, ha: Replication, result: PutResult, then: Then, acks: asyncio.Future[PutStatus]) -> None:
         try:
-            outcome = self._acked(
-                result, ha.after_acks(PutStatus.FLUSH_SLAVE_TIMEOUT if acks.cancelled() else acks.result()), then
-            )
+            status = ha.after_acks(PutStatus.FLUSH_SLAVE_TIMEOUT if acks.cancelled() else acks.result())
         except Exception as error:  # noqa: BLE001 - a bug: `then` answers it as an internal error, logged
             return then(error)
-        if outcome is not None:
-            then(outcome)
-        return None
+        self._acked(result, status, then)
 
-    def _acked(self, result: PutResult, replicated: PutStatus, then: Then) -> PutOutcome | None:
-        """The outcome once the acks are in, or None when the flush is not: `then` gets it then."""
-        flushed = self.flusher.flushed_soon(result.next_offset)
-        if isinstance(flushed, bool):
-            return self._outcome(result, replicated, flushed)
-        flushed.add_done_callback(functools.partial(self._flush_in, result, replicated, then))
-        return None
+    def _acked(self, result: PutResult, replicated: PutStatus, then: Then) -> None:
+        """The acks are in: `then` gets the outcome now, or once the flush is in. Never raises (written:
+        a bug met from here on goes to `then`)."""
+        try:
+            flushed = self.flusher.flushed_soon(result.next_offset)
+            if not isinstance(flushed, bool):
+                flushed.add_done_callback(functools.partial(self._flush_in, result, replicated, then))
+                return
+            outcome = self._outcome(result, replicated, flushed)
+        except Exception as error:  # noqa: BLE001 - a bug: `then` answers it as an internal error, logged
+            return then(error)
+        then(outcome)
 
     def _flush_in(self, result: PutResult, replicated: PutStatus, then: Then, flushed: asyncio.Future[bool]) -> None:
         try:

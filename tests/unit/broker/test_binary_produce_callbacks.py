@@ -184,3 +184,17 @@ async def test_put_then_hands_a_bug_after_the_acks_to_then_and_put_raises_it() -
     path.role = Role(ha)  # type: ignore[assignment]
     with pytest.raises(RuntimeError, match="after the acks"):
         await path.put([])
+
+
+def test_put_then_hands_a_bug_after_the_write_to_then_when_the_acks_are_in_at_once() -> None:
+    """`put_then` raises only what comes up to the write (then `then` is never called): with the acks in at
+    once (one ack asked for), a bug after the write goes to `then` as from a callback."""
+    ha = SimpleNamespace(
+        check_put=lambda: None, replicated_soon=lambda offset: PutStatus.PUT_OK, after_acks=lambda status: status
+    )
+    store = SimpleNamespace(put_messages=lambda messages, now_ms: PutResult((Appended(0, 10, 0, False),), 10))
+    flusher = SimpleNamespace(flushed_soon=lambda offset: True)
+    path = PutPath(store=store, flusher=flusher, role=Role(ha), metrics=BrokerMetrics(CollectorRegistry()))  # type: ignore[arg-type]
+    got: list[PutOutcome | Exception] = []
+    path.put_then([], got.append)
+    assert len(got) == 1 and isinstance(got[0], RuntimeError)
