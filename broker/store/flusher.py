@@ -357,16 +357,12 @@ class GroupCommitFlusher:
         flushed = self.store.flushed_offset
         keep = []
         for offset, waiter, timer in self._waiters:
-            if waiter.done():
-                timer.cancel()
-            elif self.failure is not None:
-                timer.cancel()
-                waiter.set_result(False)
-            elif offset <= flushed:
-                timer.cancel()
-                waiter.set_result(True)
-            else:
+            if not waiter.done() and self.failure is None and offset > flushed:
                 keep.append((offset, waiter, timer))
+                continue
+            timer.cancel()
+            if not waiter.done():
+                waiter.set_result(self.failure is None)
         self._waiters = keep
 
     def _answer_all(self) -> None:
