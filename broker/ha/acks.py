@@ -1,6 +1,6 @@
 """Puts waiting for replica acks (RocketMQ `GroupTransferService`), on one asyncio loop.
 
-`wait(next_offset, timeout_s)` answers PUT_OK as soon as `next_offset <= acked_up_to()`, else
+`enqueue(next_offset, timeout_s)` answers PUT_OK as soon as `next_offset <= acked_up_to()`, else
 FLUSH_SLAVE_TIMEOUT after `timeout_s` (the message stays in the master's log). The owner calls
 `notify()` whenever acks or the sync-state-set change; waiters are not polled.
 
@@ -46,21 +46,10 @@ class AckWaiters:
         """Waiters still pending."""
         return sum(1 for _, _, future in self._heap if not future.done())
 
-    async def wait(self, next_offset: int, timeout_s: float) -> PutStatus:
-        """PUT_OK once a put ending at `next_offset` is acked enough; FLUSH_SLAVE_TIMEOUT after
-        `timeout_s`, or the status given to `fail_all()`."""
-        future = self.enqueue(next_offset, timeout_s)
-        if future is None:
-            return PutStatus.PUT_OK
-        try:
-            return await future
-        finally:
-            if not future.done():
-                future.cancel()  # both heaps drop it lazily
-
     def enqueue(self, next_offset: int, timeout_s: float) -> asyncio.Future[PutStatus] | None:
-        """`wait` without a coroutine: None if acked now, else the future `wait` awaits (cancel it to
-        give up; both heaps drop it lazily)."""
+        """None if a put ending at `next_offset` is acked enough now, else a future of PUT_OK once it
+        is, FLUSH_SLAVE_TIMEOUT after `timeout_s`, or the status given to `fail_all()` (cancel it to give
+        up; both heaps drop it lazily)."""
         known = self._known
         if (known is None or next_offset <= known) and next_offset <= self._acked_up_to():
             return None
